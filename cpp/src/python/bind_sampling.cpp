@@ -1,0 +1,7 @@
+#include "python/bindings.h"
+
+namespace nb = nanobind;
+
+namespace specgen::python {
+void bind_sampling(nb::module_& m) {}
+}  // namespace specgen::python

@@ -1,0 +1,13 @@
+// The nanobind extension `specgen._core` is assembled from one bind_*.cpp file per area.
+#pragma once
+#include <nanobind/nanobind.h>
+
+namespace specgen::python {
+void bind_errors(nanobind::module_& m);
+void bind_quant(nanobind::module_& m);
+void bind_gguf(nanobind::module_& m);
+void bind_tokenizer(nanobind::module_& m);
+void bind_sampling(nanobind::module_& m);
+void bind_verify(nanobind::module_& m);
+void bind_engine(nanobind::module_& m);
+}  // namespace specgen::python

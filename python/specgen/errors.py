@@ -1,0 +1,25 @@
+"""Typed exceptions raised by specgen. Every one derives from SpecgenError."""
+
+
+class SpecgenError(Exception):
+    """Base class of every error specgen raises on purpose."""
+
+
+class ModelLoadError(SpecgenError):
+    """A model file is missing, truncated, corrupt, or of an unsupported type or architecture."""
+
+
+class ContextOverflowError(SpecgenError):
+    """The prompt (plus the tokens to generate) does not fit into n_ctx."""
+
+
+class InvalidParameterError(SpecgenError, ValueError):
+    """A parameter is outside its domain; also a ValueError, as Python users expect."""
+
+
+class SpecgenNotImplementedError(SpecgenError, NotImplementedError):
+    """A feature that this build or version of specgen does not provide yet."""
+
+
+class GenerationCancelled(SpecgenError):
+    """A generation was stopped by its caller."""
