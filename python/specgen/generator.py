@@ -170,9 +170,10 @@ class Generator:
     def detokenize(self, tokens: Sequence[int], skip_special: bool = False) -> str:
         return bytes(self._g.detokenize([int(t) for t in tokens], skip_special)).decode("utf-8", errors="replace")
 
-    def logits(self, tokens: Sequence[int]) -> np.ndarray:
-        """Next-token logits at every position of ``tokens`` (a fresh context): float32 [n, n_vocab]."""
-        return self._g.logits([int(t) for t in tokens])
+    def logits(self, tokens: Sequence[int], batch_size: int = 128) -> np.ndarray:
+        """Next-token logits at every position of ``tokens`` (a fresh context): float32 [n, n_vocab].
+        ``batch_size`` tokens go through each forward pass; the result does not depend on it."""
+        return self._g.logits([int(t) for t in tokens], _check_int("batch_size", batch_size, 1))
 
     # -- generation -----------------------------------------------------------------------------
     def generate(

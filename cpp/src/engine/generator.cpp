@@ -52,7 +52,8 @@ generator::~generator() {
     if (live_) live_->gen_ = nullptr;
 }
 
-std::vector<float> generator::logits(const std::vector<int32_t>& tokens) {
+std::vector<float> generator::logits(const std::vector<int32_t>& tokens, int batch_size) {
+    if (batch_size < 1) throw invalid_argument_error("batch_size must be >= 1");
     if (tokens.empty()) throw invalid_argument_error("logits() needs at least one token");
     if (int64_t(tokens.size()) > params_.n_ctx)
         throw context_overflow_error(std::to_string(tokens.size()) + " tokens exceed n_ctx = " + std::to_string(params_.n_ctx));
@@ -61,8 +62,8 @@ std::vector<float> generator::logits(const std::vector<int32_t>& tokens) {
     if (live_) live_->cancel();
     const int n = int(tokens.size());
     std::vector<float> out(size_t(n) * n_vocab());
-    for (int i = 0; i < n; i += kPrefillChunk) {
-        const int m = std::min(kPrefillChunk, n - i);
+    for (int i = 0; i < n; i += batch_size) {
+        const int m = std::min(batch_size, n - i);
         eval_->forward(*cache_, tokens.data() + i, m, i, model_->hp().n_layer);
         eval_->logits(eval_->hidden(), m, out.data() + size_t(i) * n_vocab());
     }

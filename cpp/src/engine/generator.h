@@ -40,8 +40,9 @@ public:
     int32_t n_ctx() const { return params_.n_ctx; }
     int32_t n_vocab() const { return model_->hp().n_vocab; }
 
-    // Logits of every position of `tokens` in a fresh context: [n, n_vocab] row-major.
-    std::vector<float> logits(const std::vector<int32_t>& tokens);
+    // Logits of every position of `tokens` in a fresh context: [n, n_vocab] row-major, computed in
+    // forward passes of batch_size tokens (results do not depend on it: batch invariance).
+    std::vector<float> logits(const std::vector<int32_t>& tokens, int batch_size = 128);
 
     // Starts a request (runs the prefill). Only one generation may be live per generator: starting
     // a new one ends the previous one. Throws context_overflow_error when the prompt does not fit.

@@ -110,17 +110,17 @@ void bind_engine(nb::module_& m) {
         })
         .def("is_eog", [](const generator& g, int32_t id) { return g.tok().is_eog(id); })
         .def("logits",
-             [](generator& g, const std::vector<int32_t>& tokens) {
+             [](generator& g, const std::vector<int32_t>& tokens, int batch_size) {
                  std::vector<float>* out;
                  {
                      nb::gil_scoped_release release;
-                     out = new std::vector<float>(g.logits(tokens));
+                     out = new std::vector<float>(g.logits(tokens, batch_size));
                  }
                  nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
                  size_t shape[2] = {tokens.size(), size_t(g.n_vocab())};
                  return nb::ndarray<nb::numpy, float, nb::ndim<2>>(out->data(), 2, shape, owner);
              },
-             nb::arg("tokens"))
+             nb::arg("tokens"), nb::arg("batch_size") = 128)
         .def_prop_ro("n_vocab", &generator::n_vocab)
         .def_prop_ro("n_ctx", &generator::n_ctx)
         .def_prop_ro("bos_id", [](const generator& g) { return g.tok().bos_id(); })
