@@ -417,3 +417,77 @@ def test_bpe_long_prompt_is_fast(bpe):
     elapsed = time.perf_counter() - start
     assert elapsed < 0.5, f"{len(ids)} tokens in {elapsed:.3f}s"
     assert ids == trained.encode(text, add_special_tokens=False).ids
+
+
+# --------------------------------------------------------------------------------------------------
+# SentencePiece with a dummy prefix (Llama 2 style): a vocabulary trained here with `sentencepiece`
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama_spm(tmp_path_factory):
+    """(our tokenizer, the trained SentencePieceProcessor, transformers' tokenizer from the GGUF)."""
+    spm = pytest.importorskip("sentencepiece")
+    gguf = pytest.importorskip("gguf")
+    import io
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([line for text in training_corpus() for line in text.splitlines() if line]),
+        model_writer=model, vocab_size=2500, model_type="bpe", byte_fallback=True,
+        normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=True,
+        character_coverage=0.98, split_digits=True, allow_whitespace_only_pieces=True, minloglevel=2,
+    )
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    tokens, scores, types = [], [], []
+    for i in range(sp.get_piece_size()):
+        tokens.append(sp.id_to_piece(i))
+        scores.append(sp.get_score(i))
+        types.append(
+            gguf.TokenType.UNKNOWN if sp.is_unknown(i) else gguf.TokenType.CONTROL if sp.is_control(i)
+            else gguf.TokenType.BYTE if sp.is_byte(i) else gguf.TokenType.NORMAL
+        )
+    directory = tmp_path_factory.mktemp("spm-llama")
+    w = gguf.GGUFWriter(str(directory / "tokenizer.gguf"), "llama")
+    w.add_context_length(128)
+    w.add_embedding_length(64)
+    w.add_block_count(1)
+    w.add_feed_forward_length(128)
+    w.add_head_count(1)
+    w.add_head_count_kv(1)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Tokenizer(str(directory / "tokenizer.gguf")), sp
+
+
+def test_llama_spm_ids_match_sentencepiece(llama_spm):
+    ours, sp = llama_spm
+    assert ours.model == "llama" and ours.add_bos
+    texts = [t for t in PROMPTS + random_strings(seed=8, count=300, max_len=60) if "\u2581" not in t]
+    for text in texts:
+        # SentencePiece itself knows no special tokens written as text: compare with parse_special off.
+        assert ours.encode(text, False, False) == sp.encode(text), ascii(text)
+        assert ours.encode(text, True, False) == [sp.bos_id()] + sp.encode(text), ascii(text)
+
+
+def test_llama_spm_round_trip(llama_spm):
+    ours, sp = llama_spm
+    texts = [t for t in PROMPTS + random_strings(seed=9, count=300, max_len=60) if "\u2581" not in t]
+    for text in texts:
+        assert ours.decode(ours.encode(text, False, False)) == text, ascii(text)
+        assert ours.decode(ours.encode(text, True, False), skip_special=True) == text, ascii(text)
