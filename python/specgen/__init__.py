@@ -1,4 +1,9 @@
-"""specgen: speculative-decoding inference for GGUF models."""
+"""specgen: speculative-decoding inference for GGUF models.
+
+    from specgen import Generator
+    g = Generator()                       # Gemma 3 270M from the specgen[gemma] extra
+    print(g.generate("Once upon a time", max_tokens=64, temperature=0).text)
+"""
 from specgen.errors import (
     ContextOverflowError,
     GenerationCancelled,
@@ -7,5 +12,17 @@ from specgen.errors import (
     SpecgenError,
     SpecgenNotImplementedError,
 )
+from specgen.generator import GenerationResult, Generator
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Generator",
+    "GenerationResult",
+    "SpecgenError",
+    "ModelLoadError",
+    "ContextOverflowError",
+    "InvalidParameterError",
+    "SpecgenNotImplementedError",
+    "GenerationCancelled",
+]

@@ -1,7 +1,140 @@
+// Binds the generator: Python's specgen.Generator (python/specgen/generator.py) drives it.
+// Every call that computes releases the GIL, so two Generators run in parallel from two threads and
+// Ctrl-C is seen between steps.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "engine/generator.h"
+#include "gguf/gguf_reader.h"
 #include "python/bindings.h"
+#include "quant/quant.h"
 
 namespace nb = nanobind;
 
 namespace specgen::python {
-void bind_engine(nb::module_& m) {}
+
+namespace {
+
+nb::dict stats_dict(const generation_stats& s) {
+    nb::dict d;
+    d["n_prompt_tokens"] = s.n_prompt_tokens;
+    d["n_generated"] = s.n_generated;
+    d["prefill_seconds"] = s.prefill_seconds;
+    d["decode_seconds"] = s.decode_seconds;
+    d["prefill_tokens_per_second"] = s.prefill_tokens_per_second();
+    d["decode_tokens_per_second"] = s.decode_tokens_per_second();
+    d["n_rounds"] = s.n_rounds;
+    d["n_drafted"] = s.n_drafted;
+    d["n_accepted"] = s.n_accepted;
+    d["acceptance_rate"] = s.acceptance_rate();
+    d["mean_accepted_length"] = s.mean_accepted_length();
+    d["drafted_at"] = s.drafted_at;
+    d["accepted_at"] = s.accepted_at;
+    d["draft_seconds"] = s.draft_seconds;
+    d["verify_seconds"] = s.verify_seconds;
+    d["n_target_rows"] = s.n_target_rows;
+    d["sum_entropy"] = s.sum_entropy;
+    d["sum_entropy2"] = s.sum_entropy2;
+    d["sum_alpha"] = s.sum_alpha;
+    d["n_alpha"] = s.n_alpha;
+    d["vocab_set_size"] = s.vocab_set_size;
+    return d;
+}
+
+}  // namespace
+
+void bind_engine(nb::module_& m) {
+    nb::enum_<verify_mode>(m, "VerifyMode").value("token", verify_mode::token).value("block", verify_mode::block);
+
+    nb::class_<generator_params>(m, "GeneratorParams")
+        .def(nb::init<>())
+        .def_rw("model_path", &generator_params::model_path)
+        .def_rw("n_ctx", &generator_params::n_ctx)
+        .def_rw("n_threads", &generator_params::n_threads)
+        .def_rw("n_threads_draft", &generator_params::n_threads_draft)
+        .def_rw("draft", &generator_params::draft)
+        .def_rw("verify", &generator_params::verify)
+        .def_rw("draft_max", &generator_params::draft_max)
+        .def_rw("draft_min", &generator_params::draft_min)
+        .def_rw("draft_p_min", &generator_params::draft_p_min)
+        .def_rw("self_layers", &generator_params::self_layers)
+        .def_rw("ngram_max", &generator_params::ngram_max)
+        .def_rw("ngram_min", &generator_params::ngram_min)
+        .def_rw("nanospec", &generator_params::nanospec)
+        .def_rw("nanospec_capacity", &generator_params::nanospec_capacity)
+        .def_rw("frspec", &generator_params::frspec)
+        .def_rw("ssd", &generator_params::ssd)
+        .def("validate", &generator_params::validate);
+
+    nb::class_<generate_params>(m, "GenerateParams")
+        .def(nb::init<>())
+        .def_rw("max_tokens", &generate_params::max_tokens)
+        .def_rw("sampling", &generate_params::sampling)
+        .def_rw("stop", &generate_params::stop)
+        .def_rw("seed", &generate_params::seed)
+        .def_rw("add_bos", &generate_params::add_bos)
+        .def_rw("ignore_eos", &generate_params::ignore_eos)
+        .def("validate", &generate_params::validate);
+
+    nb::class_<generation>(m, "Generation")
+        .def("step", &generation::step, nb::call_guard<nb::gil_scoped_release>(),
+             "Runs one target call; returns the text it made safe to show.")
+        .def("cancel", &generation::cancel)
+        .def_prop_ro("done", &generation::done)
+        .def_prop_ro("finish_reason", [](const generation& g) { return std::string(finish_reason_name(g.reason())); })
+        .def_prop_ro("tokens", [](const generation& g) { return g.tokens(); })
+        .def_prop_ro("text", [](const generation& g) { return g.text(); })
+        .def("stats", [](const generation& g) { return stats_dict(g.stats()); });
+
+    nb::class_<generator>(m, "Generator")
+        .def(nb::init<const generator_params&>(), nb::call_guard<nb::gil_scoped_release>())
+        .def("start", &generator::start, nb::arg("prompt"), nb::arg("params"), nb::call_guard<nb::gil_scoped_release>(),
+             nb::keep_alive<0, 1>())
+        .def("tokenize",
+             [](const generator& g, const std::string& text, bool add_special, bool parse_special) {
+                 nb::gil_scoped_release release;
+                 return g.tok().encode(text, add_special, parse_special);
+             },
+             nb::arg("text"), nb::arg("add_special") = true, nb::arg("parse_special") = false)
+        .def("detokenize",
+             [](const generator& g, const std::vector<int32_t>& ids, bool skip_special) {
+                 const std::string s = g.tok().decode(ids, skip_special);
+                 return nb::bytes(s.data(), s.size());
+             },
+             nb::arg("ids"), nb::arg("skip_special") = false)
+        .def("token_bytes", [](const generator& g, int32_t id) {
+            const std::string& s = g.tok().token_bytes(id);
+            return nb::bytes(s.data(), s.size());
+        })
+        .def("is_eog", [](const generator& g, int32_t id) { return g.tok().is_eog(id); })
+        .def("logits",
+             [](generator& g, const std::vector<int32_t>& tokens, int batch_size) {
+                 std::vector<float>* out;
+                 {
+                     nb::gil_scoped_release release;
+                     out = new std::vector<float>(g.logits(tokens, batch_size));
+                 }
+                 nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+                 size_t shape[2] = {tokens.size(), size_t(g.n_vocab())};
+                 return nb::ndarray<nb::numpy, float, nb::ndim<2>>(out->data(), 2, shape, owner);
+             },
+             nb::arg("tokens"), nb::arg("batch_size") = 128)
+        .def_prop_ro("n_vocab", &generator::n_vocab)
+        .def_prop_ro("n_ctx", &generator::n_ctx)
+        .def_prop_ro("bos_id", [](const generator& g) { return g.tok().bos_id(); })
+        .def_prop_ro("eos_id", [](const generator& g) { return g.tok().eos_id(); })
+        .def_prop_ro("architecture", [](const generator& g) { return std::string(model_arch_name(g.target().hp().arch)); })
+        .def_prop_ro("n_layer", [](const generator& g) { return g.target().hp().n_layer; })
+        .def_prop_ro("n_threads", [](const generator& g) { return g.params().n_threads; })
+        .def_prop_ro("bytes_per_token", [](const generator& g) { return g.target().bytes_per_token(); })
+        .def_prop_ro("file_size", [](const generator& g) { return g.file().file_size(); })
+        .def("metadata", [](const generator& g) {
+            nb::dict d;
+            for (const auto& [k, v] : g.file().metadata()) d[k.c_str()] = g.file().value_to_string(v);
+            return d;
+        });
+}
+
 }  // namespace specgen::python

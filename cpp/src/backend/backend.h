@@ -1,0 +1,64 @@
+// The compute interface the model forward is written against. The CPU backend implements it in
+// cpu_backend.cpp; the CUDA backend (cuda/) implements the same operations on device memory.
+//
+// Activations are float32 row-major: x[t, i] at x + t * n + i. Every operation computes each row
+// (token) independently with a fixed accumulation order, so a row's result never depends on how
+// many rows were computed with it (batch invariance).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "quant/ggml_type.h"
+
+namespace specgen {
+
+// A weight matrix [n_rows, n_cols] in its stored (quantized) format, rows contiguous.
+struct weight_view {
+    ggml_type type = ggml_type::F32;
+    int64_t n_rows = 0;
+    int64_t n_cols = 0;
+    const void* data = nullptr;
+    size_t row_bytes() const { return ggml_row_size(type, n_cols); }
+};
+
+enum class rope_style { normal, neox };  // normal: adjacent pairs (llama GGUF); neox: halves
+
+struct attention_params {
+    int n_head = 0, n_head_kv = 0, head_dim = 0;
+    float scale = 1.0f;
+    int sliding_window = 0;  // 0: full causal attention; else key j visible to query i iff i - j < window
+    float softcap = 0.0f;    // 0: none
+};
+
+struct backend {
+    virtual ~backend() = default;
+    virtual const char* name() const = 0;
+    virtual int n_threads() const = 0;
+
+    // y[t, r] = sum_c W[r, c] x[t, c]   x: [n_tokens, W.n_cols], y: [n_tokens, W.n_rows]
+    virtual void matmul(const weight_view& W, const float* x, int n_tokens, float* y) = 0;
+    // y[t, k] = W[rows[k], :] . x[t, :] for k < n_rows_sel   (NanoSpec / gathered heads)
+    virtual void matmul_selected(const weight_view& W, const int32_t* rows, int64_t n_rows_sel,
+                                 const float* x, int n_tokens, float* y) = 0;
+    // y[t, :] = W[ids[t], :] dequantized   (embedding lookup)
+    virtual void get_rows(const weight_view& W, const int32_t* ids, int n, float* y) = 0;
+    // y[t, :] = x[t, :] / rms(x[t, :]) * w   (w may be null: no weight); in place allowed
+    virtual void rms_norm(const float* x, const float* w, int n_rows, int n, float eps, float* y) = 0;
+    // Rotates each of n_heads heads of x[t] by position pos[t].  x: [n_tokens, n_heads, head_dim]
+    virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
+                      float freq_base, rope_style style) = 0;
+    // Causal attention of n_tokens queries at positions pos[t] over cache rows [0, n_kv).
+    //   q: [n_tokens, n_head, head_dim]; k_cache, v_cache: [n_ctx, n_head_kv, head_dim]; out like q
+    virtual void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens,
+                           const int32_t* pos, int n_kv, const attention_params& p, float* out) = 0;
+    // out[i] = gelu_tanh(gate[i]) * up[i]  or  silu(gate[i]) * up[i]
+    virtual void gelu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+    virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+    // Parallel helper for elementwise work that the model needs (adds, scaling).
+    virtual void add(const float* a, const float* b, int64_t n, float* out) = 0;
+};
+
+class thread_pool;
+std::unique_ptr<backend> make_cpu_backend(int n_threads);
+
+}  // namespace specgen

@@ -1,0 +1,188 @@
+// CPU implementation of the backend interface: quantized matmuls through the kernels of
+// cpp/src/quant (SIMD chosen at start-up), the rest as plain loops over rows split across a
+// thread pool. Every row is computed by exactly one thread with a fixed accumulation order.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/thread_pool.h"
+#include "common/error.h"
+#include "quant/quant.h"
+
+namespace specgen {
+
+namespace {
+
+// Dot product with 8 independent partial sums: vectorisable without -ffast-math, and the same
+// order for every row.
+inline float dot_f32(const float* a, const float* b, int n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+class cpu_backend final : public backend {
+public:
+    explicit cpu_backend(int n_threads) : pool_(n_threads), scores_(pool_.n_threads()) {}
+
+    const char* name() const override { return "cpu"; }
+    int n_threads() const override { return pool_.n_threads(); }
+
+    void matmul(const weight_view& W, const float* x, int n_tokens, float* y) override {
+        const void* xq = quantize_activations(W, x, n_tokens);
+        // Chunks of whole 16-row groups keep multi-row kernels on their fast path.
+        const int64_t n_groups = (W.n_rows + 15) / 16;
+        pool_.parallel_for(n_groups, [&](int, int64_t g0, int64_t g1) {
+            int64_t r0 = g0 * 16, r1 = std::min(W.n_rows, g1 * 16);
+            matmul_rows(W.type, W.data, W.n_cols, xq, n_tokens, y, W.n_rows, r0, r1);
+        });
+    }
+
+    void matmul_selected(const weight_view& W, const int32_t* rows, int64_t n_sel, const float* x,
+                         int n_tokens, float* y) override {
+        const void* xq = quantize_activations(W, x, n_tokens);
+        const size_t x_row = ggml_row_size(ggml_traits(W.type).vec_dot_type, W.n_cols);
+        const size_t w_row = W.row_bytes();
+        const uint8_t* base = static_cast<const uint8_t*>(W.data);
+        pool_.parallel_for(n_sel, [&](int, int64_t k0, int64_t k1) {
+            for (int t = 0; t < n_tokens; ++t) {
+                const uint8_t* xr = static_cast<const uint8_t*>(xq) + t * x_row;
+                for (int64_t k = k0; k < k1; ++k)
+                    y[t * n_sel + k] = vec_dot(W.type, W.n_cols, base + rows[k] * w_row, xr);
+            }
+        });
+    }
+
+    void get_rows(const weight_view& W, const int32_t* ids, int n, float* y) override {
+        const uint8_t* base = static_cast<const uint8_t*>(W.data);
+        for (int t = 0; t < n; ++t) {
+            if (ids[t] < 0 || ids[t] >= W.n_rows)
+                throw invalid_argument_error("token id " + std::to_string(ids[t]) + " out of range [0, " +
+                                             std::to_string(W.n_rows) + ")");
+            dequantize_row(W.type, base + ids[t] * W.row_bytes(), y + int64_t(t) * W.n_cols, W.n_cols);
+        }
+    }
+
+    void rms_norm(const float* x, const float* w, int n_rows, int n, float eps, float* y) override {
+        for (int r = 0; r < n_rows; ++r) {
+            const float* xr = x + int64_t(r) * n;
+            float* yr = y + int64_t(r) * n;
+            double ss = 0.0;
+            for (int i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
+            const float scale = float(1.0 / std::sqrt(ss / n + eps));
+            if (w) for (int i = 0; i < n; ++i) yr[i] = xr[i] * scale * w[i];
+            else for (int i = 0; i < n; ++i) yr[i] = xr[i] * scale;
+        }
+    }
+
+    void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, float freq_base,
+              rope_style style) override {
+        const int half = head_dim / 2;
+        cos_.resize(half);
+        sin_.resize(half);
+        for (int t = 0; t < n_tokens; ++t) {
+            for (int i = 0; i < half; ++i) {
+                // As Hugging Face computes it: float32 inverse frequency times float32 position.
+                const float inv_freq = float(1.0 / std::pow(double(freq_base), double(2 * i) / head_dim));
+                const float angle = float(pos[t]) * inv_freq;
+                cos_[i] = float(std::cos(double(angle)));
+                sin_[i] = float(std::sin(double(angle)));
+            }
+            for (int h = 0; h < n_heads; ++h) {
+                float* v = x + (int64_t(t) * n_heads + h) * head_dim;
+                for (int i = 0; i < half; ++i) {
+                    const int a = style == rope_style::neox ? i : 2 * i;
+                    const int b = style == rope_style::neox ? i + half : 2 * i + 1;
+                    const float x0 = v[a], x1 = v[b];
+                    v[a] = x0 * cos_[i] - x1 * sin_[i];
+                    v[b] = x0 * sin_[i] + x1 * cos_[i];
+                }
+            }
+        }
+    }
+
+    void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens, const int32_t* pos,
+                   int n_kv, const attention_params& p, float* out) override {
+        const int D = p.head_dim;
+        const int group = p.n_head / p.n_head_kv;
+        const int64_t kv_stride = int64_t(p.n_head_kv) * D;
+        for (auto& s : scores_) if (int(s.size()) < n_kv) s.resize(n_kv);
+        pool_.parallel_for(int64_t(n_tokens) * p.n_head, [&](int thread, int64_t i0, int64_t i1) {
+            float* scores = scores_[thread].data();
+            for (int64_t i = i0; i < i1; ++i) {
+                const int t = int(i / p.n_head), h = int(i % p.n_head), hk = h / group;
+                const float* qv = q + (int64_t(t) * p.n_head + h) * D;
+                float* o = out + (int64_t(t) * p.n_head + h) * D;
+                const int last = std::min(pos[t], n_kv - 1);
+                const int first = p.sliding_window > 0 ? std::max(0, pos[t] - p.sliding_window + 1) : 0;
+                float max_s = -INFINITY;
+                for (int j = first; j <= last; ++j) {
+                    float s = dot_f32(qv, k_cache + j * kv_stride + hk * D, D) * p.scale;
+                    if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+                    scores[j] = s;
+                    max_s = std::max(max_s, s);
+                }
+                float sum = 0.0f;
+                for (int j = first; j <= last; ++j) {
+                    scores[j] = std::exp(scores[j] - max_s);
+                    sum += scores[j];
+                }
+                std::fill(o, o + D, 0.0f);
+                for (int j = first; j <= last; ++j) {
+                    const float w = scores[j];
+                    const float* vv = v_cache + j * kv_stride + hk * D;
+                    for (int d = 0; d < D; ++d) o[d] += w * vv[d];
+                }
+                const float inv = 1.0f / sum;
+                for (int d = 0; d < D; ++d) o[d] *= inv;
+            }
+        });
+    }
+
+    void gelu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+        pool_.parallel_for(n, [&](int, int64_t i0, int64_t i1) {
+            constexpr float kSqrt2OverPi = 0.7978845608028654f;
+            for (int64_t i = i0; i < i1; ++i) {
+                const float g = gate[i];
+                out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+            }
+        });
+    }
+
+    void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+        pool_.parallel_for(n, [&](int, int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        });
+    }
+
+    void add(const float* a, const float* b, int64_t n, float* out) override {
+        for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    }
+
+private:
+    // Quantizes the rows of x into the weight's vec_dot_type (one shared buffer, grown on demand).
+    const void* quantize_activations(const weight_view& W, const float* x, int n_tokens) {
+        const ggml_type xt = ggml_traits(W.type).vec_dot_type;
+        const size_t row = ggml_row_size(xt, W.n_cols);
+        if (xq_.size() < row * n_tokens) xq_.resize(row * n_tokens);
+        for (int t = 0; t < n_tokens; ++t) quantize_row(xt, x + int64_t(t) * W.n_cols, xq_.data() + t * row, W.n_cols);
+        return xq_.data();
+    }
+
+    thread_pool pool_;
+    std::vector<std::vector<float>> scores_;  // per-thread attention scratch
+    std::vector<uint8_t> xq_;
+    std::vector<float> cos_, sin_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_cpu_backend(int n_threads) { return std::make_unique<cpu_backend>(n_threads); }
+
+}  // namespace specgen

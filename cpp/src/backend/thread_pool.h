@@ -1,0 +1,47 @@
+// A fixed pool of worker threads for data-parallel loops.
+//
+// Decode runs ~130 parallel regions per token, so the hand-off must cost microseconds: workers spin
+// on an atomic generation counter for a short while after each job before sleeping on a condition
+// variable. parallel_for splits [0, n) into one contiguous chunk per thread, so which thread computes
+// an output never changes how that output is accumulated (batch invariance lives in the kernels).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace specgen {
+
+class thread_pool {
+public:
+    // n_threads >= 1 counts the calling thread: a pool of 1 runs everything inline.
+    explicit thread_pool(int n_threads);
+    ~thread_pool();
+    thread_pool(const thread_pool&) = delete;
+    thread_pool& operator=(const thread_pool&) = delete;
+
+    int n_threads() const { return n_threads_; }
+
+    // Calls fn(thread_index, begin, end) on disjoint chunks covering [0, n); returns when all are done.
+    // Not reentrant: one parallel_for at a time per pool.
+    void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
+    // Calls fn(thread_index, n_threads) once on every thread.
+    void run_on_all(const std::function<void(int, int)>& fn);
+
+private:
+    void worker_loop(int index);
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    const std::function<void(int, int)>* job_ = nullptr;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
+    std::mutex mutex_;
+    std::condition_variable wake_;
+};
+
+}  // namespace specgen

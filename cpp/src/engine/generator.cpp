@@ -1,0 +1,223 @@
+#include "engine/generator.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/error.h"
+#include "gguf/gguf_reader.h"
+#include "spec/drafters.h"
+
+namespace specgen {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+constexpr int kPrefillChunk = 128;
+
+int default_threads() {
+    unsigned hw = std::thread::hardware_concurrency();
+    return int(std::max(1u, std::min(hw ? hw : 1u, 8u)));
+}
+}  // namespace
+
+const char* finish_reason_name(finish_reason r) {
+    switch (r) {
+        case finish_reason::stop: return "stop";
+        case finish_reason::length: return "length";
+        case finish_reason::eos: return "eos";
+        case finish_reason::cancelled: return "cancelled";
+        default: return "";
+    }
+}
+
+generator::generator(const generator_params& params) : params_(params), verifier_(1) {
+    params_.validate();
+    if (params_.n_threads == 0) params_.n_threads = default_threads();
+    file_ = std::make_shared<gguf_file>(params_.model_path);
+    model_ = std::make_unique<model>(file_);
+    tokenizer_ = std::make_unique<tokenizer>(*file_);
+    if (tokenizer_->n_vocab() != model_->hp().n_vocab)
+        throw model_load_error("GGUF " + params_.model_path + ": tokenizer has " + std::to_string(tokenizer_->n_vocab()) +
+                               " tokens but token_embd.weight has " + std::to_string(model_->hp().n_vocab) + " rows");
+    backend_ = make_cpu_backend(params_.n_threads);
+    eval_ = std::make_unique<evaluator>(*model_, *backend_);
+    cache_ = std::make_unique<kv_cache>(model_->hp(), params_.n_ctx);
+    verifier_ = verifier(model_->hp().n_vocab);
+    drafter_ = make_drafter(params_, *model_, *tokenizer_, *cache_, *backend_);
+}
+
+generator::~generator() {
+    if (live_) live_->gen_ = nullptr;
+}
+
+std::vector<float> generator::logits(const std::vector<int32_t>& tokens, int batch_size) {
+    if (batch_size < 1) throw invalid_argument_error("batch_size must be >= 1");
+    if (tokens.empty()) throw invalid_argument_error("logits() needs at least one token");
+    if (int64_t(tokens.size()) > params_.n_ctx)
+        throw context_overflow_error(std::to_string(tokens.size()) + " tokens exceed n_ctx = " + std::to_string(params_.n_ctx));
+    for (int32_t t : tokens)
+        if (t < 0 || t >= n_vocab()) throw invalid_argument_error("token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab()) + ")");
+    if (live_) live_->cancel();
+    const int n = int(tokens.size());
+    std::vector<float> out(size_t(n) * n_vocab());
+    for (int i = 0; i < n; i += batch_size) {
+        const int m = std::min(batch_size, n - i);
+        eval_->forward(*cache_, tokens.data() + i, m, i, model_->hp().n_layer);
+        eval_->logits(eval_->hidden(), m, out.data() + size_t(i) * n_vocab());
+    }
+    return out;
+}
+
+std::unique_ptr<generation> generator::start(const std::vector<int32_t>& prompt, const generate_params& params) {
+    params.validate();
+    if (live_) live_->cancel();
+    auto g = std::make_unique<generation>(*this, prompt, params);
+    live_ = g.get();
+    g->prefill();
+    return g;
+}
+
+generation::generation(generator& g, const std::vector<int32_t>& prompt, const generate_params& params)
+    : gen_(&g), params_(params), history_(prompt), stream_(params.stop), rng_(params.seed) {
+    const tokenizer& tok = g.tok();
+    if (params_.add_bos && tok.add_bos() && tok.bos_id() >= 0 && (history_.empty() || history_[0] != tok.bos_id()))
+        history_.insert(history_.begin(), tok.bos_id());
+    if (history_.empty()) throw invalid_argument_error("empty prompt (and the model adds no BOS token)");
+    for (int32_t t : history_)
+        if (t < 0 || t >= g.n_vocab())
+            throw invalid_argument_error("prompt token id " + std::to_string(t) + " out of range [0, " + std::to_string(g.n_vocab()) + ")");
+    if (int64_t(history_.size()) > g.n_ctx())
+        throw context_overflow_error("prompt of " + std::to_string(history_.size()) + " tokens does not fit into n_ctx = " +
+                                     std::to_string(g.n_ctx()) + "; use a larger n_ctx or a shorter prompt");
+    stats_.n_prompt_tokens = int64_t(history_.size());
+}
+
+generation::~generation() {
+    if (gen_ && gen_->live_ == this) gen_->live_ = nullptr;
+}
+
+void generation::prefill() {
+    auto t0 = clock_type::now();
+    const int n = int(history_.size()) - 1;  // the last prompt token is forwarded by the first step
+    const int n_layer = gen_->target().hp().n_layer;
+    for (int i = 0; i < n; i += kPrefillChunk)
+        gen_->eval_->forward(*gen_->cache_, history_.data() + i, std::min(kPrefillChunk, n - i), i, n_layer);
+    n_past_ = n;
+    if (gen_->drafter_) gen_->drafter_->begin(history_);
+    stats_.prefill_seconds = seconds_since(t0);
+    if (params_.max_tokens == 0) finish(finish_reason::length);
+}
+
+void generation::cancel() {
+    if (!done()) finish(finish_reason::cancelled);
+    if (gen_ && gen_->live_ == this) gen_->live_ = nullptr;
+    gen_ = nullptr;
+}
+
+std::string generation::finish(finish_reason r) {
+    reason_ = r;
+    out_ += stream_.finish();
+    return out_;
+}
+
+int generation::emit(int32_t token) {
+    const tokenizer& tok = gen_->tok();
+    if (!params_.ignore_eos && tok.is_eog(token)) {
+        finish(finish_reason::eos);
+        return 0;
+    }
+    history_.push_back(token);
+    generated_.push_back(token);
+    stats_.n_generated += 1;
+    out_ += stream_.push(tok.token_bytes(token));
+    if (stream_.stopped()) {
+        finish(finish_reason::stop);
+        return 0;
+    }
+    if (params_.max_tokens >= 0 && int64_t(generated_.size()) >= params_.max_tokens) {
+        finish(finish_reason::length);
+        return 0;
+    }
+    return 1;
+}
+
+std::string generation::step() {
+    out_.clear();
+    if (done()) return out_;
+    if (!gen_) throw invalid_argument_error("this generation was superseded by a newer one on the same Generator");
+    generator& g = *gen_;
+    const int n_ctx = g.n_ctx();
+    if (n_past_ >= n_ctx) return finish(finish_reason::length);
+    const auto t_round = clock_type::now();
+
+    // 1. Draft (ALGORITHMS.md: x_1..x_g with proposals q_1..q_g).
+    const int32_t pending = history_.back();
+    int gamma = 0;
+    int64_t budget = params_.max_tokens < 0 ? INT64_MAX : params_.max_tokens - int64_t(generated_.size());
+    if (g.drafter_) {
+        const int room = n_ctx - n_past_ - 1;
+        const int max_n = int(std::min<int64_t>({g.params_.draft_max, room, budget - 1}));
+        if (max_n > 0) {
+            auto t0 = clock_type::now();
+            g.drafter_->propose(history_, max_n, params_.sampling, g.params_.draft_p_min, rng_, proposal_);
+            stats_.draft_seconds += seconds_since(t0);
+            gamma = int(proposal_.tokens.size());
+            if (gamma < g.params_.draft_min) gamma = 0;
+        }
+    }
+
+    // 2. One batched target forward over [pending, x_1..x_g]: rows give p_1..p_{g+1}.
+    auto t_verify = clock_type::now();
+    batch_.assign(1, pending);
+    batch_.insert(batch_.end(), proposal_.tokens.begin(), proposal_.tokens.begin() + gamma);
+    const int n_vocab = g.n_vocab();
+    g.eval_->forward(*g.cache_, batch_.data(), gamma + 1, n_past_, g.target().hp().n_layer);
+    logits_.resize(size_t(gamma + 1) * n_vocab);
+    g.eval_->logits(g.eval_->hidden(), gamma + 1, logits_.data());
+    if (int(p_.size()) < gamma + 1) p_.resize(gamma + 1);
+    // Row i's penalty history is the context it was computed in: history + x_1..x_i.
+    history_.insert(history_.end(), batch_.begin() + 1, batch_.end());
+    for (int i = 0; i <= gamma; ++i)
+        processor_.process(logits_.data() + size_t(i) * n_vocab, nullptr, n_vocab, params_.sampling, history_.data(),
+                           history_.size() - gamma + i, p_[i]);
+    history_.resize(history_.size() - gamma);
+
+    // 3. Verify: keep x_1..x_k and one corrected/bonus token y.
+    const verify_method method = g.params_.verify == verify_mode::block ? verify_method::block : verify_method::token;
+    verify_result vr = g.verifier_.verify(method, proposal_.tokens.data(), gamma, p_.data(), proposal_.q.data(), rng_, &row_stats_);
+    stats_.verify_seconds += seconds_since(t_verify);
+    if (g.drafter_) {
+        stats_.n_rounds += 1;
+        stats_.n_drafted += gamma;
+        stats_.n_accepted += vr.n_accepted;
+        if (int(stats_.drafted_at.size()) < gamma) {
+            stats_.drafted_at.resize(gamma, 0);
+            stats_.accepted_at.resize(gamma, 0);
+        }
+        for (int i = 0; i < gamma; ++i) stats_.drafted_at[i] += 1;
+        for (int i = 0; i < vr.n_accepted; ++i) stats_.accepted_at[i] += 1;
+    }
+    for (const auto& rs : row_stats_) {
+        stats_.n_target_rows += 1;
+        stats_.sum_entropy += rs.entropy;
+        stats_.sum_entropy2 += rs.entropy_sq;
+        if (rs.alpha == rs.alpha) {  // NaN for the bonus row
+            stats_.sum_alpha += rs.alpha;
+            stats_.n_alpha += 1;
+        }
+    }
+
+    // 4. Commit: the KV cache now holds pending and x_1..x_k; y becomes the new pending token.
+    n_past_ += 1 + vr.n_accepted;
+    bool go = true;
+    for (int i = 0; i < vr.n_accepted && go; ++i) go = emit(proposal_.tokens[i]) != 0;
+    if (go) go = emit(vr.next_token) != 0;
+    if (g.drafter_ && go) g.drafter_->observe(history_);
+    stats_.decode_seconds += seconds_since(t_round);
+    if (go && n_past_ >= n_ctx) finish(finish_reason::length);
+    return out_;
+}
+
+}  // namespace specgen

@@ -1,0 +1,111 @@
+// The generator: a loaded target model (plus an optional drafter) that runs requests.
+//
+// A request is a `generation`: prefill once, then step() repeatedly. Each step is one target call:
+// plain decoding verifies nothing and emits one token; speculative decoding drafts up to gamma
+// tokens, verifies them in ONE batched forward of gamma+1 positions and emits the accepted prefix
+// plus one corrected/bonus token (ALGORITHMS.md sections 1-2). The same code path runs both: plain
+// decoding is a round with gamma = 0.
+//
+// State invariant between steps: the target KV cache holds the first n_past tokens of history();
+// the last history token (`pending`) is sampled but not yet forwarded.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/params.h"
+#include "engine/stats.h"
+#include "engine/text_stream.h"
+#include "model/model.h"
+#include "spec/drafter.h"
+#include "spec/verify.h"
+#include "tokenizer/tokenizer.h"
+
+namespace specgen {
+
+class gguf_file;
+class generation;
+
+class generator {
+public:
+    explicit generator(const generator_params& params);
+    ~generator();
+
+    const generator_params& params() const { return params_; }
+    const model& target() const { return *model_; }
+    const tokenizer& tok() const { return *tokenizer_; }
+    const gguf_file& file() const { return *file_; }
+    int32_t n_ctx() const { return params_.n_ctx; }
+    int32_t n_vocab() const { return model_->hp().n_vocab; }
+
+    // Logits of every position of `tokens` in a fresh context: [n, n_vocab] row-major, computed in
+    // forward passes of batch_size tokens (results do not depend on it: batch invariance).
+    std::vector<float> logits(const std::vector<int32_t>& tokens, int batch_size = 128);
+
+    // Starts a request (runs the prefill). Only one generation may be live per generator: starting
+    // a new one ends the previous one. Throws context_overflow_error when the prompt does not fit.
+    std::unique_ptr<generation> start(const std::vector<int32_t>& prompt, const generate_params& params);
+
+private:
+    friend class generation;
+    generator_params params_;
+    std::shared_ptr<const gguf_file> file_;
+    std::unique_ptr<model> model_;
+    std::unique_ptr<tokenizer> tokenizer_;
+    std::unique_ptr<backend> backend_;
+    std::unique_ptr<evaluator> eval_;
+    std::unique_ptr<kv_cache> cache_;
+    std::unique_ptr<drafter> drafter_;
+    verifier verifier_;
+    generation* live_ = nullptr;
+};
+
+enum class finish_reason { none, stop, length, eos, cancelled };
+const char* finish_reason_name(finish_reason r);
+
+class generation {
+public:
+    generation(generator& g, const std::vector<int32_t>& prompt, const generate_params& params);
+    ~generation();
+    generation(const generation&) = delete;
+    generation& operator=(const generation&) = delete;
+
+    bool done() const { return reason_ != finish_reason::none; }
+    finish_reason reason() const { return reason_; }
+    // Runs one target call and returns the text it made safe to show (whole UTF-8 characters, stop
+    // strings withheld). Returns "" once done().
+    std::string step();
+    // Ends the generation early (finish_reason "cancelled" unless already done).
+    void cancel();
+
+    const std::vector<int32_t>& tokens() const { return generated_; }  // emitted tokens, EOS excluded
+    const std::string& text() const { return stream_.text(); }
+    const generation_stats& stats() const { return stats_; }
+
+private:
+    friend class generator;
+    void prefill();
+    int emit(int32_t token);  // returns 1 if generation continues
+    std::string finish(finish_reason r);
+
+    generator* gen_;
+    generate_params params_;
+    std::vector<int32_t> history_;     // prompt + emitted tokens (the last one pending)
+    std::vector<int32_t> generated_;
+    int32_t n_past_ = 0;
+    text_stream stream_;
+    std::string out_;                  // text produced during the current step
+    finish_reason reason_ = finish_reason::none;
+    generation_stats stats_;
+    rng rng_;
+    logits_processor processor_;
+    draft_proposal proposal_;
+    std::vector<token_dist> p_;
+    std::vector<int32_t> batch_;
+    std::vector<float> logits_;
+    std::vector<verify_row_stats> row_stats_;
+};
+
+}  // namespace specgen

@@ -1,0 +1,34 @@
+#include "engine/params.h"
+
+#include <cmath>
+
+#include "common/error.h"
+
+namespace specgen {
+
+namespace {
+void require(bool ok, const std::string& what) {
+    if (!ok) throw invalid_argument_error(what);
+}
+}  // namespace
+
+void generator_params::validate() const {
+    require(!model_path.empty(), "model_path is empty");
+    require(n_ctx > 0 && n_ctx <= (1 << 20), "n_ctx must be in [1, 1048576], got " + std::to_string(n_ctx));
+    require(n_threads >= 0 && n_threads <= 512, "n_threads must be in [0, 512] (0 = auto), got " + std::to_string(n_threads));
+    require(n_threads_draft >= 0 && n_threads_draft <= 512, "n_threads_draft must be in [0, 512], got " + std::to_string(n_threads_draft));
+    require(draft_max >= 1 && draft_max <= 64, "draft_max must be in [1, 64], got " + std::to_string(draft_max));
+    require(draft_min >= 0 && draft_min <= draft_max, "draft_min must be in [0, draft_max], got " + std::to_string(draft_min));
+    require(std::isfinite(draft_p_min) && draft_p_min >= 0 && draft_p_min <= 1, "draft_p_min must be in [0, 1]");
+    require(self_layers >= 0, "self_layers must be >= 0 (0 = all layers)");
+    require(ngram_min >= 1 && ngram_max >= ngram_min && ngram_max <= 64, "need 1 <= ngram_min <= ngram_max <= 64");
+    require(nanospec_capacity >= 16 && nanospec_capacity <= (1 << 20), "nanospec_capacity must be in [16, 1048576]");
+    require(frspec >= 0, "frspec must be >= 0");
+}
+
+void generate_params::validate() const {
+    sampling.validate();
+    for (const auto& s : stop) require(s.size() <= 4096, "stop strings must be at most 4096 bytes");
+}
+
+}  // namespace specgen

@@ -1,0 +1,91 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "gguf/gguf_reader.h"
+
+namespace specgen {
+
+const char* model_arch_name(model_arch a) {
+    switch (a) {
+        case model_arch::llama: return "llama";
+        case model_arch::qwen2: return "qwen2";
+        case model_arch::gemma3: return "gemma3";
+    }
+    return "?";
+}
+
+namespace {
+void check(const gguf_file& f, bool ok, const std::string& what) {
+    if (!ok) throw model_load_error("GGUF " + f.path() + ": " + what);
+}
+int positive_int(const gguf_file& f, const std::string& key, int64_t max_value) {
+    int64_t v = f.get_int(key);
+    check(f, v > 0 && v <= max_value, "metadata '" + key + "' = " + std::to_string(v) + " out of range [1, " +
+                                          std::to_string(max_value) + "]");
+    return int(v);
+}
+}  // namespace
+
+hparams read_hparams(const gguf_file& f) {
+    hparams hp;
+    const std::string arch = f.get_string("general.architecture");
+    if (arch == "llama") hp.arch = model_arch::llama;
+    else if (arch == "qwen2") hp.arch = model_arch::qwen2;
+    else if (arch == "gemma3") hp.arch = model_arch::gemma3;
+    else
+        throw model_load_error("GGUF " + f.path() + ": unsupported architecture '" + arch +
+                               "' (supported: llama, qwen2, gemma3)");
+    const std::string p = arch + ".";
+    hp.n_embd = positive_int(f, p + "embedding_length", 1 << 16);
+    hp.n_layer = positive_int(f, p + "block_count", 1024);
+    hp.n_ff = positive_int(f, p + "feed_forward_length", 1 << 18);
+    hp.n_head = positive_int(f, p + "attention.head_count", 1024);
+    hp.n_head_kv = f.has(p + "attention.head_count_kv") ? positive_int(f, p + "attention.head_count_kv", 1024) : hp.n_head;
+    hp.head_dim = f.has(p + "attention.key_length") ? positive_int(f, p + "attention.key_length", 4096) : hp.n_embd / hp.n_head;
+    if (f.has(p + "attention.value_length"))
+        check(f, f.get_int(p + "attention.value_length") == hp.head_dim, "value_length != key_length is not supported");
+    check(f, hp.n_head % hp.n_head_kv == 0, "head_count is not a multiple of head_count_kv");
+    check(f, hp.head_dim % 2 == 0, "odd head dimension");
+    hp.n_ctx_train = int(f.get_int(p + "context_length", 4096));
+    check(f, hp.n_ctx_train > 0, "context_length must be positive");
+    hp.norm_eps = float(f.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5));
+    check(f, std::isfinite(hp.norm_eps) && hp.norm_eps >= 0, "invalid layer_norm_rms_epsilon");
+    hp.rope_base = float(f.get_float(p + "rope.freq_base", 10000.0));
+    check(f, std::isfinite(hp.rope_base) && hp.rope_base > 1.0f, "invalid rope.freq_base");
+    hp.layer_is_swa.assign(hp.n_layer, false);
+
+    switch (hp.arch) {
+        case model_arch::llama:
+            hp.rope = rope_style::normal;
+            break;
+        case model_arch::qwen2:
+            hp.rope = rope_style::neox;
+            hp.qkv_bias = true;
+            break;
+        case model_arch::gemma3: {
+            hp.rope = rope_style::neox;
+            hp.gelu = true;
+            hp.qk_norm = true;
+            hp.post_norms = true;
+            hp.embd_scale = std::sqrt(float(hp.n_embd));
+            // Gemma 3 fixes these in its architecture rather than in the file: local layers use
+            // rope base 10000, and every sixth layer is global (full attention).
+            hp.rope_base_local = 10000.0f;
+            hp.sliding_window = int(f.get_int(p + "attention.sliding_window", 0));
+            check(f, hp.sliding_window >= 0, "negative sliding_window");
+            for (int il = 0; il < hp.n_layer; ++il) hp.layer_is_swa[il] = hp.sliding_window > 0 && (il + 1) % 6 != 0;
+            hp.final_softcap = float(f.get_float(p + "final_logit_softcapping", 0.0));
+            break;
+        }
+    }
+    // Gemma 3 scales queries by query_pre_attn_scalar^-0.5, which equals head_dim for every released
+    // size except 27B (n_embd / n_head); the GGUF does not store it.
+    hp.attn_scale = 1.0f / std::sqrt(float(hp.head_dim));
+    if (hp.arch == model_arch::gemma3 && f.has(p + "attention.query_pre_attn_scalar"))
+        hp.attn_scale = 1.0f / std::sqrt(float(f.get_float(p + "attention.query_pre_attn_scalar")));
+    return hp;
+}
+
+}  // namespace specgen

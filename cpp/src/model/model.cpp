@@ -1,0 +1,212 @@
+#include "model/model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "gguf/gguf_reader.h"
+#include "quant/quant.h"
+
+namespace specgen {
+
+namespace {
+
+[[noreturn]] void bad(const gguf_file& f, const std::string& what) {
+    throw model_load_error("GGUF " + f.path() + ": " + what);
+}
+
+std::string shape_str(const gguf_tensor& t) {
+    std::string s = "[";
+    for (int d = 0; d < t.n_dims; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
+    return s + "]";
+}
+
+// A matrix with n_cols inputs (ne[0]) and n_rows outputs (ne[1]).
+weight_view bind_matrix(const gguf_file& f, const std::string& name, int64_t n_cols, int64_t n_rows) {
+    const gguf_tensor& t = f.tensor(name);
+    if (t.n_dims != 2 || t.ne[0] != n_cols || t.ne[1] != n_rows)
+        bad(f, "tensor " + name + " has shape " + shape_str(t) + ", expected [" + std::to_string(n_cols) + ", " +
+                   std::to_string(n_rows) + "]");
+    if (!ggml_traits(t.type).supported)
+        bad(f, "tensor " + name + " has type " + ggml_type_name(t.type) + ", which specgen cannot compute with");
+    return weight_view{t.type, n_rows, n_cols, t.data};
+}
+
+// A vector (norm weight or bias), dequantized to float and checked to be finite.
+std::vector<float> bind_vector(const gguf_file& f, const std::string& name, int64_t n) {
+    const gguf_tensor& t = f.tensor(name);
+    if (t.n_elements() != n) bad(f, "tensor " + name + " has shape " + shape_str(t) + ", expected [" + std::to_string(n) + "]");
+    if (!ggml_traits(t.type).supported) bad(f, "tensor " + name + " has unsupported type " + ggml_type_name(t.type));
+    std::vector<float> v(n);
+    dequantize_row(t.type, t.data, v.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(v[i])) bad(f, "tensor " + name + " contains NaN or Inf at index " + std::to_string(i));
+    return v;
+}
+
+}  // namespace
+
+model::model(std::shared_ptr<const gguf_file> file) : file_(std::move(file)), hp_(read_hparams(*file_)) {
+    const gguf_file& f = *file_;
+    const gguf_tensor& embd = f.tensor("token_embd.weight");
+    if (embd.n_dims != 2 || embd.ne[0] != hp_.n_embd)
+        bad(f, "tensor token_embd.weight has shape " + shape_str(embd) + ", expected [" + std::to_string(hp_.n_embd) + ", n_vocab]");
+    if (embd.ne[1] > (1 << 24)) bad(f, "vocabulary of " + std::to_string(embd.ne[1]) + " tokens is too large");
+    hp_.n_vocab = int(embd.ne[1]);
+    token_embd_ = bind_matrix(f, "token_embd.weight", hp_.n_embd, hp_.n_vocab);
+    hp_.tied_output = f.find_tensor("output.weight") == nullptr;
+    output_ = hp_.tied_output ? token_embd_ : bind_matrix(f, "output.weight", hp_.n_embd, hp_.n_vocab);
+    output_norm_ = bind_vector(f, "output_norm.weight", hp_.n_embd);
+
+    const int64_t E = hp_.n_embd, Q = int64_t(hp_.n_head) * hp_.head_dim, KV = int64_t(hp_.n_head_kv) * hp_.head_dim;
+    layers_.resize(hp_.n_layer);
+    for (int il = 0; il < hp_.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        layer_weights& L = layers_[il];
+        L.attn_norm = bind_vector(f, p + "attn_norm.weight", E);
+        L.ffn_norm = bind_vector(f, p + "ffn_norm.weight", E);
+        L.wq = bind_matrix(f, p + "attn_q.weight", E, Q);
+        L.wk = bind_matrix(f, p + "attn_k.weight", E, KV);
+        L.wv = bind_matrix(f, p + "attn_v.weight", E, KV);
+        L.wo = bind_matrix(f, p + "attn_output.weight", Q, E);
+        L.w_gate = bind_matrix(f, p + "ffn_gate.weight", E, hp_.n_ff);
+        L.w_up = bind_matrix(f, p + "ffn_up.weight", E, hp_.n_ff);
+        L.w_down = bind_matrix(f, p + "ffn_down.weight", hp_.n_ff, E);
+        if (hp_.qk_norm) {
+            L.q_norm = bind_vector(f, p + "attn_q_norm.weight", hp_.head_dim);
+            L.k_norm = bind_vector(f, p + "attn_k_norm.weight", hp_.head_dim);
+        }
+        if (hp_.post_norms) {
+            L.post_attn_norm = bind_vector(f, p + "post_attention_norm.weight", E);
+            L.post_ffn_norm = bind_vector(f, p + "post_ffw_norm.weight", E);
+        }
+        if (hp_.qkv_bias) {
+            L.q_bias = bind_vector(f, p + "attn_q.bias", Q);
+            L.k_bias = bind_vector(f, p + "attn_k.bias", KV);
+            L.v_bias = bind_vector(f, p + "attn_v.bias", KV);
+        }
+    }
+}
+
+size_t model::bytes_per_token() const {
+    size_t b = output_.row_bytes() * output_.n_rows;
+    for (const auto& L : layers_)
+        for (const weight_view* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+            b += w->row_bytes() * w->n_rows;
+    return b;
+}
+
+kv_cache::kv_cache(const hparams& hp, int n_ctx) : n_ctx_(n_ctx) {
+    if (n_ctx <= 0) throw invalid_argument_error("n_ctx must be positive, got " + std::to_string(n_ctx));
+    const size_t row = size_t(hp.n_head_kv) * hp.head_dim;
+    k_.assign(hp.n_layer, std::vector<float>(row * n_ctx));
+    v_.assign(hp.n_layer, std::vector<float>(row * n_ctx));
+}
+
+size_t kv_cache::bytes() const {
+    size_t b = 0;
+    for (size_t i = 0; i < k_.size(); ++i) b += (k_[i].size() + v_[i].size()) * sizeof(float);
+    return b;
+}
+
+evaluator::evaluator(const model& m, backend& be) : m_(m), be_(be) {}
+
+void evaluator::ensure_capacity(int n) {
+    if (n <= capacity_) return;
+    const hparams& hp = m_.hp();
+    const size_t E = hp.n_embd, Q = size_t(hp.n_head) * hp.head_dim, KV = size_t(hp.n_head_kv) * hp.head_dim;
+    x_.resize(n * E);
+    xn_.resize(n * E);
+    out_norm_.resize(n * E);
+    q_.resize(n * Q);
+    attn_.resize(n * Q);
+    k_.resize(n * KV);
+    v_.resize(n * KV);
+    proj_.resize(n * E);
+    gate_.resize(size_t(n) * hp.n_ff);
+    up_.resize(size_t(n) * hp.n_ff);
+    pos_.resize(n);
+    capacity_ = n;
+}
+
+void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers) {
+    const hparams& hp = m_.hp();
+    if (n <= 0) throw invalid_argument_error("forward needs at least one token");
+    if (pos0 < 0 || int64_t(pos0) + n > cache.n_ctx())
+        throw context_overflow_error("positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1) +
+                                     " exceed the context of " + std::to_string(cache.n_ctx()) + " tokens");
+    if (n_layers < 0 || n_layers > hp.n_layer) throw invalid_argument_error("n_layers out of range");
+    ensure_capacity(n);
+    const int E = hp.n_embd, D = hp.head_dim;
+    const int64_t Q = int64_t(hp.n_head) * D, KV = int64_t(hp.n_head_kv) * D;
+    for (int t = 0; t < n; ++t) pos_[t] = pos0 + t;
+
+    float* x = x_.data();
+    be_.get_rows(m_.token_embd(), tokens, n, x);
+    if (hp.embd_scale != 1.0f)
+        for (int64_t i = 0; i < int64_t(n) * E; ++i) x[i] *= hp.embd_scale;
+
+    for (int il = 0; il < n_layers; ++il) {
+        const layer_weights& L = m_.layer(il);
+        const bool swa = hp.layer_is_swa[il];
+        be_.rms_norm(x, L.attn_norm.data(), n, E, hp.norm_eps, xn_.data());
+        be_.matmul(L.wq, xn_.data(), n, q_.data());
+        be_.matmul(L.wk, xn_.data(), n, k_.data());
+        be_.matmul(L.wv, xn_.data(), n, v_.data());
+        if (hp.qkv_bias) {
+            for (int t = 0; t < n; ++t) {
+                be_.add(q_.data() + t * Q, L.q_bias.data(), Q, q_.data() + t * Q);
+                be_.add(k_.data() + t * KV, L.k_bias.data(), KV, k_.data() + t * KV);
+                be_.add(v_.data() + t * KV, L.v_bias.data(), KV, v_.data() + t * KV);
+            }
+        }
+        if (hp.qk_norm) {
+            be_.rms_norm(q_.data(), L.q_norm.data(), n * hp.n_head, D, hp.norm_eps, q_.data());
+            be_.rms_norm(k_.data(), L.k_norm.data(), n * hp.n_head_kv, D, hp.norm_eps, k_.data());
+        }
+        const float base = swa ? hp.rope_base_local : hp.rope_base;
+        be_.rope(q_.data(), n, hp.n_head, D, pos_.data(), base, hp.rope);
+        be_.rope(k_.data(), n, hp.n_head_kv, D, pos_.data(), base, hp.rope);
+        std::memcpy(cache.k(il) + int64_t(pos0) * KV, k_.data(), sizeof(float) * n * KV);
+        std::memcpy(cache.v(il) + int64_t(pos0) * KV, v_.data(), sizeof(float) * n * KV);
+
+        attention_params ap;
+        ap.n_head = hp.n_head;
+        ap.n_head_kv = hp.n_head_kv;
+        ap.head_dim = D;
+        ap.scale = hp.attn_scale;
+        ap.sliding_window = swa ? hp.sliding_window : 0;
+        be_.attention(q_.data(), cache.k(il), cache.v(il), n, pos_.data(), pos0 + n, ap, attn_.data());
+        be_.matmul(L.wo, attn_.data(), n, proj_.data());
+        if (hp.post_norms) be_.rms_norm(proj_.data(), L.post_attn_norm.data(), n, E, hp.norm_eps, proj_.data());
+        be_.add(x, proj_.data(), int64_t(n) * E, x);
+
+        be_.rms_norm(x, L.ffn_norm.data(), n, E, hp.norm_eps, xn_.data());
+        be_.matmul(L.w_gate, xn_.data(), n, gate_.data());
+        be_.matmul(L.w_up, xn_.data(), n, up_.data());
+        if (hp.gelu) be_.gelu_mul(gate_.data(), up_.data(), int64_t(n) * hp.n_ff, gate_.data());
+        else be_.silu_mul(gate_.data(), up_.data(), int64_t(n) * hp.n_ff, gate_.data());
+        be_.matmul(L.w_down, gate_.data(), n, proj_.data());
+        if (hp.post_norms) be_.rms_norm(proj_.data(), L.post_ffn_norm.data(), n, E, hp.norm_eps, proj_.data());
+        be_.add(x, proj_.data(), int64_t(n) * E, x);
+    }
+    be_.rms_norm(x, m_.output_norm().data(), n, E, hp.norm_eps, out_norm_.data());
+}
+
+void evaluator::softcap(float* logits, int64_t count) const {
+    const float c = m_.hp().final_softcap;
+    if (c <= 0) return;
+    for (int64_t i = 0; i < count; ++i) logits[i] = c * std::tanh(logits[i] / c);
+}
+
+void evaluator::logits(const float* hidden, int n, float* out) {
+    be_.matmul(m_.output(), hidden, n, out);
+    softcap(out, int64_t(n) * m_.hp().n_vocab);
+}
+
+void evaluator::logits_selected(const float* hidden, int n, const int32_t* ids, int n_ids, float* out) {
+    be_.matmul_selected(m_.output(), ids, n_ids, hidden, n, out);
+    softcap(out, int64_t(n) * n_ids);
+}
+
+}  // namespace specgen

@@ -1,0 +1,93 @@
+// A decoder-only transformer loaded from GGUF (families llama, qwen2, gemma3), its KV cache, and the
+// evaluator that runs the forward pass on a backend.
+//
+// The model is immutable after load and may be shared by several evaluators (the target and a
+// self-drafter on another thread); each evaluator owns its scratch buffers.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/hparams.h"
+
+namespace specgen {
+
+class gguf_file;
+
+struct layer_weights {
+    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, q_norm, k_norm;
+    std::vector<float> q_bias, k_bias, v_bias;
+    weight_view wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+class model {
+public:
+    // Reads hyper-parameters and binds every tensor, checking names, types and shapes. Throws
+    // model_load_error naming the tensor on any mismatch.
+    explicit model(std::shared_ptr<const gguf_file> file);
+
+    const hparams& hp() const { return hp_; }
+    const gguf_file& file() const { return *file_; }
+    const layer_weights& layer(int il) const { return layers_[il]; }
+    const weight_view& token_embd() const { return token_embd_; }
+    const weight_view& output() const { return output_; }  // the LM head (token_embd when tied)
+    const std::vector<float>& output_norm() const { return output_norm_; }
+    // Bytes of weights read by one decode step (layers + head), for bandwidth reporting.
+    size_t bytes_per_token() const;
+
+private:
+    std::shared_ptr<const gguf_file> file_;
+    hparams hp_;
+    std::vector<layer_weights> layers_;
+    weight_view token_embd_, output_;
+    std::vector<float> output_norm_;
+};
+
+// Keys and values of every layer for one sequence: [n_ctx, n_head_kv * head_dim] floats per layer.
+class kv_cache {
+public:
+    kv_cache(const hparams& hp, int n_ctx);
+    int n_ctx() const { return n_ctx_; }
+    float* k(int il) { return k_[il].data(); }
+    float* v(int il) { return v_[il].data(); }
+    size_t bytes() const;
+
+private:
+    int n_ctx_;
+    std::vector<std::vector<float>> k_, v_;
+};
+
+// Runs the forward pass of a model on a backend. Not thread-safe: one evaluator per thread.
+class evaluator {
+public:
+    evaluator(const model& m, backend& be);
+
+    // Embeds `tokens` at positions pos0 .. pos0+n-1, runs layers [0, n_layers), writing their keys
+    // and values into `cache` rows pos0.., and leaves the output-normed hidden states in hidden():
+    // [n, n_embd]. Positions past pos0+n in the cache are ignored (that is how rollback works: the
+    // caller's sequence length is the truth, stale rows are overwritten later).
+    void forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers);
+    const float* hidden() const { return out_norm_.data(); }
+
+    // logits[t, :] = head(hidden row t) over the full vocabulary.  out: [n, n_vocab]
+    void logits(const float* hidden, int n, float* out);
+    // logits over a subset of ids only (NanoSpec).  out: [n, n_ids]
+    void logits_selected(const float* hidden, int n, const int32_t* ids, int n_ids, float* out);
+
+    const model& m() const { return m_; }
+    backend& be() { return be_; }
+
+private:
+    void ensure_capacity(int n);
+    void softcap(float* logits, int64_t count) const;
+
+    const model& m_;
+    backend& be_;
+    int capacity_ = 0;
+    std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, out_norm_;
+    std::vector<int32_t> pos_;
+};
+
+}  // namespace specgen

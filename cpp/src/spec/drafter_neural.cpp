@@ -1,0 +1,144 @@
+// Drafters that run a transformer: a separate draft model ("model") or the target's own first L
+// layers ("self", early exit, writing the target's KV cache for those layers). Both draft
+// autoregressively: forward one token, head, the same logits processors as the target, sample.
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "gguf/gguf_reader.h"
+#include "model/model.h"
+#include "spec/drafters.h"
+#include "tokenizer/tokenizer.h"
+
+namespace specgen {
+
+namespace {
+
+// Probability of the most likely token under softmax(logits) at temperature 1 (for draft_p_min).
+float top_probability(const float* logits, int n) {
+    float mx = *std::max_element(logits, logits + n);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - mx);
+    return float(1.0 / sum);
+}
+
+class neural_drafter final : public drafter {
+public:
+    // shares_cache: the target's cache holds history[0 .. n-2] for our layers at every propose() call.
+    neural_drafter(std::string name, const model& m, kv_cache& cache, backend& be, int n_layers, bool shares_cache)
+        : name_(std::move(name)), m_(m), cache_(cache), eval_(m, be), n_layers_(n_layers), shares_cache_(shares_cache) {}
+
+    std::string name() const override { return name_; }
+    void begin(const std::vector<int32_t>&) override {
+        if (!shares_cache_) cached_.clear();
+    }
+
+    void propose(const std::vector<int32_t>& history, int max_n, const sampling_params& params, float p_min,
+                 rng& gen, draft_proposal& out) override {
+        out.tokens.clear();
+        const int n_ctx = cache_.n_ctx();
+        const int n_hist = int(history.size());
+        // Tokens whose keys/values are already in the cache (the rest is forwarded now).
+        int n_keep = n_hist - 1;
+        if (!shares_cache_) {
+            n_keep = 0;
+            const int lim = std::min<int>(int(cached_.size()), n_hist - 1);
+            while (n_keep < lim && cached_[n_keep] == history[n_keep]) ++n_keep;
+        }
+        max_n = std::min(max_n, n_ctx - n_hist);
+        if (max_n <= 0) return;
+        ctx_.assign(history.begin(), history.end());
+        const int n_vocab = m_.hp().n_vocab;
+        logits_.resize(n_vocab);
+        if (out.q.size() < size_t(max_n)) out.q.resize(max_n);
+        int pos = n_keep;
+        const int32_t* feed = history.data() + n_keep;
+        int n_feed = n_hist - n_keep;
+        for (int i = 0; i < max_n; ++i) {
+            for (int off = 0; off < n_feed; off += kChunk) {
+                const int m = std::min(kChunk, n_feed - off);
+                eval_.forward(cache_, feed + off, m, pos + off, n_layers_);
+                if (off + m == n_feed) eval_.logits(eval_.hidden() + size_t(m - 1) * m_.hp().n_embd, 1, logits_.data());
+            }
+            pos += n_feed;
+            if (p_min > 0 && top_probability(logits_.data(), n_vocab) < p_min) break;
+            token_dist& q = out.q[i];
+            processor_.process(logits_.data(), nullptr, n_vocab, params, ctx_.data(), ctx_.size(), q);
+            const int32_t x = sample_token(q, gen);
+            out.tokens.push_back(x);
+            ctx_.push_back(x);
+            feed = &ctx_.back();
+            n_feed = 1;
+        }
+        // The last drafted token was never forwarded: the cache holds ctx_ minus that token.
+        if (!shares_cache_) cached_.assign(ctx_.begin(), ctx_.end() - 1);
+    }
+
+private:
+    static constexpr int kChunk = 128;
+    std::string name_;
+    const model& m_;
+    kv_cache& cache_;
+    evaluator eval_;
+    int n_layers_;
+    bool shares_cache_;
+    std::vector<int32_t> cached_, ctx_;
+    std::vector<float> logits_;
+    logits_processor processor_;
+};
+
+// A separate draft model owns its file, weights and cache.
+class model_drafter_owner final : public drafter {
+public:
+    model_drafter_owner(const generator_params& params, const model& target, const tokenizer& target_tok, backend& be)
+        : file_(std::make_shared<gguf_file>(params.draft)), model_(file_), cache_(model_.hp(), params.n_ctx) {
+        tokenizer draft_tok(*file_);
+        check_same_vocabulary(target, target_tok, draft_tok);
+        inner_ = std::make_unique<neural_drafter>("model", model_, cache_, be, model_.hp().n_layer, false);
+    }
+    std::string name() const override { return inner_->name(); }
+    void begin(const std::vector<int32_t>& p) override { inner_->begin(p); }
+    void propose(const std::vector<int32_t>& h, int max_n, const sampling_params& sp, float p_min, rng& gen,
+                 draft_proposal& out) override {
+        inner_->propose(h, max_n, sp, p_min, gen, out);
+    }
+
+private:
+    void check_same_vocabulary(const model& target, const tokenizer& a, const tokenizer& b) {
+        const std::string where = "draft model " + file_->path();
+        if (model_.hp().n_vocab != target.hp().n_vocab || a.n_vocab() != b.n_vocab())
+            throw model_load_error(where + ": vocabulary of " + std::to_string(b.n_vocab()) + " tokens differs from the target's " +
+                                   std::to_string(a.n_vocab()));
+        for (int32_t id = 0; id < a.n_vocab(); ++id)
+            if (a.token_text(id) != b.token_text(id))
+                throw model_load_error(where + ": token " + std::to_string(id) + " is '" + b.token_text(id) +
+                                       "' but the target's is '" + a.token_text(id) + "' (different tokenizers)");
+    }
+
+    std::shared_ptr<const gguf_file> file_;
+    model model_;
+    kv_cache cache_;
+    std::unique_ptr<neural_drafter> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<drafter> make_drafter(const generator_params& params, const model& target, const tokenizer& tok,
+                                      kv_cache& target_cache, backend& be) {
+    if (params.draft.empty()) return nullptr;
+    if (params.nanospec) throw not_implemented_error("nanospec=True is not implemented yet (NanoSpec issue)");
+    if (params.frspec > 0) throw not_implemented_error("frspec is not implemented yet (NanoSpec issue)");
+    if (params.ssd) throw not_implemented_error("ssd=True is not implemented yet (SSD / Saguaro issue)");
+    if (params.draft == "ngram") return make_ngram_drafter(params.ngram_max, params.ngram_min);
+    if (params.draft == "self") {
+        const int n_layer = target.hp().n_layer;
+        const int L = params.self_layers == 0 ? n_layer : params.self_layers;
+        if (L < 1 || L > n_layer)
+            throw invalid_argument_error("self_layers = " + std::to_string(params.self_layers) + " out of range [0, " +
+                                         std::to_string(n_layer) + "] (0 = all layers)");
+        return std::make_unique<neural_drafter>("self", target, target_cache, be, L, true);
+    }
+    return std::make_unique<model_drafter_owner>(params, target, tok, be);
+}
+
+}  // namespace specgen

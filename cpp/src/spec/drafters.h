@@ -1,0 +1,25 @@
+// The drafters specgen ships (DESIGN.md "Drafters") and the factory that picks one from the
+// generator parameters.
+#pragma once
+#include <memory>
+
+#include "engine/params.h"
+#include "spec/drafter.h"
+
+namespace specgen {
+
+class model;
+class tokenizer;
+class kv_cache;
+struct backend;
+
+// Returns nullptr when params.draft is empty (plain decoding).
+//   "ngram": prompt lookup over the history (ALGORITHMS.md section 6).
+//   "self":  the target's own first params.self_layers layers (early exit) sharing its KV cache.
+//   other:   a path to a draft GGUF with the same vocabulary (checked here).
+std::unique_ptr<drafter> make_drafter(const generator_params& params, const model& target, const tokenizer& tok,
+                                      kv_cache& target_cache, backend& be);
+
+std::unique_ptr<drafter> make_ngram_drafter(int n_max, int n_min);
+
+}  // namespace specgen

@@ -1,0 +1,256 @@
+"""The Generator: load a GGUF model once, generate text from it (plainly or speculatively)."""
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from specgen.errors import InvalidParameterError, ModelLoadError
+from specgen.hub import resolve_model
+
+_VERIFY = ("token", "block")
+_DRAFT_KINDS = ("self", "ngram")
+
+
+@dataclass
+class GenerationResult:
+    """What generate() returns. finish_reason is "stop" (a stop string), "length" (max_tokens or
+    the context is full) or "eos" (the model ended its turn)."""
+
+    text: str
+    tokens: List[int]
+    finish_reason: str
+    stats: Dict[str, Any] = field(default_factory=dict)
+
+
+def _check_int(name: str, value: Any, lo: int, hi: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        bound = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise InvalidParameterError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _check_float(name: str, value: Any, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if not (lo <= value <= hi):  # also rejects NaN
+        raise InvalidParameterError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+class Generator:
+    """A loaded model that generates text.
+
+    ``model`` is a local .gguf path, a Hub reference (``org/repo:QUANT`` or ``org/repo/file.gguf``,
+    resolved with huggingface_hub, honouring HF_HUB_OFFLINE and ``cache_dir``), or None for the
+    default model (Gemma 3 270M from the ``specgen[gemma]`` extra).
+
+    Speculative decoding: ``draft`` is None (plain decoding), "ngram" (prompt lookup), "self" (the
+    target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
+    vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
+    the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying.
+    """
+
+    def __init__(
+        self,
+        model: Optional[Union[str, os.PathLike]] = None,
+        *,
+        draft: Optional[Union[str, os.PathLike]] = None,
+        n_ctx: int = 4096,
+        n_threads: Optional[int] = None,
+        n_threads_draft: Optional[int] = None,
+        seed: Optional[int] = None,
+        verify: str = "block",
+        draft_max: int = 8,
+        draft_min: int = 0,
+        draft_p_min: float = 0.0,
+        self_layers: int = 0,
+        ngram_max: int = 4,
+        ngram_min: int = 1,
+        nanospec: bool = False,
+        nanospec_capacity: int = 3072,
+        frspec: int = 0,
+        ssd: bool = False,
+        device: str = "cpu",
+        cache_dir: Optional[Union[str, os.PathLike]] = None,
+        model_path: Optional[Union[str, os.PathLike]] = None,
+    ) -> None:
+        from specgen import _core
+
+        if model is not None and model_path is not None:
+            raise InvalidParameterError("pass either model or model_path, not both")
+        if model is None:
+            model = model_path
+        if device != "cpu":
+            from specgen.errors import SpecgenNotImplementedError
+
+            raise SpecgenNotImplementedError(
+                f"device={device!r}: this build runs on the CPU only (CUDA backend issue)"
+            )
+        if verify not in _VERIFY:
+            raise InvalidParameterError(f"verify must be one of {_VERIFY}, got {verify!r}")
+        for name, flag in (("nanospec", nanospec), ("ssd", ssd)):
+            if not isinstance(flag, bool):
+                raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
+
+        p = _core.GeneratorParams()
+        p.model_path = resolve_model(model, cache_dir=cache_dir)
+        p.n_ctx = _check_int("n_ctx", n_ctx, 1, 1 << 20)
+        p.n_threads = 0 if n_threads is None else _check_int("n_threads", n_threads, 1, 512)
+        p.n_threads_draft = 0 if n_threads_draft is None else _check_int("n_threads_draft", n_threads_draft, 1, 512)
+        p.verify = getattr(_core.VerifyMode, verify)
+        p.draft_max = _check_int("draft_max", draft_max, 1, 64)
+        p.draft_min = _check_int("draft_min", draft_min, 0, p.draft_max)
+        p.draft_p_min = _check_float("draft_p_min", draft_p_min, 0.0, 1.0)
+        p.self_layers = _check_int("self_layers", self_layers, 0)
+        p.ngram_max = _check_int("ngram_max", ngram_max, 1, 64)
+        p.ngram_min = _check_int("ngram_min", ngram_min, 1, p.ngram_max)
+        p.nanospec = nanospec
+        p.nanospec_capacity = _check_int("nanospec_capacity", nanospec_capacity, 16, 1 << 20)
+        p.frspec = _check_int("frspec", frspec, 0)
+        p.ssd = ssd
+        if draft is None:
+            p.draft = ""
+        elif str(draft) in _DRAFT_KINDS:
+            p.draft = str(draft)
+        else:
+            p.draft = resolve_model(draft, cache_dir=cache_dir)
+        self.seed = None if seed is None else _check_int("seed", seed, 0, 2**64 - 1)
+        self.model_path = p.model_path
+        self.draft = draft
+        self._core = _core.Generator(p)
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Frees the model and unmaps its file. The Generator is unusable afterwards."""
+        self._core = None
+
+    def __enter__(self) -> "Generator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def _g(self):
+        if self._core is None:
+            raise InvalidParameterError("this Generator is closed")
+        return self._core
+
+    # -- model facts ----------------------------------------------------------------------------
+    @property
+    def n_vocab(self) -> int:
+        return self._g.n_vocab
+
+    @property
+    def n_ctx(self) -> int:
+        return self._g.n_ctx
+
+    @property
+    def metadata(self) -> Dict[str, str]:
+        """GGUF metadata, values rendered as strings (long arrays abbreviated)."""
+        return self._g.metadata()
+
+    # -- tokens ---------------------------------------------------------------------------------
+    def tokenize(self, text: Union[str, bytes], add_bos: bool = True, special: bool = False) -> List[int]:
+        """Token ids of ``text``; ``special`` parses control tokens written as text."""
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        if not isinstance(text, str):
+            raise InvalidParameterError(f"text must be str, got {type(text).__name__}")
+        return self._g.tokenize(text, add_bos, special)
+
+    def detokenize(self, tokens: Sequence[int], skip_special: bool = False) -> str:
+        return bytes(self._g.detokenize([int(t) for t in tokens], skip_special)).decode("utf-8", errors="replace")
+
+    def logits(self, tokens: Sequence[int], batch_size: int = 128) -> np.ndarray:
+        """Next-token logits at every position of ``tokens`` (a fresh context): float32 [n, n_vocab].
+        ``batch_size`` tokens go through each forward pass; the result does not depend on it."""
+        return self._g.logits([int(t) for t in tokens], _check_int("batch_size", batch_size, 1))
+
+    # -- generation -----------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt: Union[str, Sequence[int]],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        stop: Optional[Union[str, Sequence[str]]] = None,
+        seed: Optional[int] = None,
+        stream: bool = False,
+    ) -> Union[GenerationResult, Iterator[str]]:
+        """Continues ``prompt`` (text, or token ids used as they are).
+
+        temperature 0 is greedy decoding. With ``stream=True`` returns an iterator of text pieces
+        (whole UTF-8 characters only); otherwise a GenerationResult. Speculative decoding keeps the
+        output distribution of plain decoding exactly (greedy: the same tokens).
+        """
+        from specgen import _core
+
+        gp = _core.GenerateParams()
+        gp.max_tokens = _check_int("max_tokens", max_tokens, -1, 1 << 30)
+        sp = _core.SamplingParams()
+        sp.temperature = _check_float("temperature", temperature, 0.0, 1e6)
+        sp.top_k = _check_int("top_k", top_k, 0)
+        sp.top_p = _check_float("top_p", top_p, 0.0, 1.0)
+        if sp.top_p == 0.0:
+            raise InvalidParameterError("top_p must be in (0, 1], got 0")
+        sp.min_p = _check_float("min_p", min_p, 0.0, 1.0)
+        sp.repeat_penalty = _check_float("repeat_penalty", repeat_penalty, 1e-6, 1e6)
+        gp.sampling = sp
+        if stop is None:
+            stop = []
+        elif isinstance(stop, str):
+            stop = [stop]
+        stop = list(stop)
+        if not all(isinstance(s, str) for s in stop):
+            raise InvalidParameterError("stop must be a string or a list of strings")
+        gp.stop = stop
+        if seed is None:
+            seed = self.seed if self.seed is not None else secrets.randbits(63)
+        gp.seed = _check_int("seed", seed, 0, 2**64 - 1)
+        if isinstance(prompt, str):
+            tokens = self._g.tokenize(prompt, True, False)
+        elif isinstance(prompt, (list, tuple, np.ndarray)):
+            tokens = [int(t) for t in prompt]
+        else:
+            raise InvalidParameterError(f"prompt must be a str or a list of token ids, got {type(prompt).__name__}")
+        gen = self._g.start(tokens, gp)
+        if stream:
+            return self._stream(gen)
+        try:
+            while not gen.done:
+                gen.step()
+        except BaseException:
+            gen.cancel()
+            raise
+        return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, gp.seed))
+
+    def _stream(self, gen) -> Iterator[str]:
+        try:
+            while not gen.done:
+                piece = gen.step()
+                if piece:
+                    yield piece
+        finally:
+            gen.cancel()
+
+    @staticmethod
+    def _stats(gen, seed: int) -> Dict[str, Any]:
+        stats = gen.stats()
+        stats["seed"] = seed
+        return stats
+
+    def __call__(self, prompt: Union[str, Sequence[int]], **kwargs) -> Union[GenerationResult, Iterator[str]]:
+        return self.generate(prompt, **kwargs)

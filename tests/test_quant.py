@@ -1,0 +1,226 @@
+"""Quantized block kernels (cpp/src/quant): layouts against gguf.quants, every SIMD ISA against the
+scalar reference, matmul_rows batch invariance, quantization quality and argument validation."""
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as T  # noqa: E402
+from gguf.quants import dequantize as gguf_dequantize, quantize as gguf_quantize  # noqa: E402
+
+import specgen  # noqa: E402
+from specgen import _core  # noqa: E402
+
+BLOCK = {T.F32: (1, 4), T.F16: (1, 2), T.BF16: (1, 2), T.Q4_0: (32, 18), T.Q4_1: (32, 20), T.Q5_0: (32, 22),
+         T.Q5_1: (32, 24), T.Q8_0: (32, 34), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q6_K: (256, 210),
+         T.Q8_K: (256, 292)}
+VEC_DOT_TYPE = {T.F32: T.F32, T.F16: T.F32, T.BF16: T.F32, T.Q4_0: T.Q8_0, T.Q4_1: T.Q8_0, T.Q5_0: T.Q8_0,
+                T.Q5_1: T.Q8_0, T.Q8_0: T.Q8_0, T.Q4_K: T.Q8_K, T.Q5_K: T.Q8_K, T.Q6_K: T.Q8_K}
+WEIGHT_TYPES = list(VEC_DOT_TYPE)
+QUANTIZABLE = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q8_K, T.Q4_0, T.Q5_0, T.Q4_K, T.Q5_K, T.Q6_K]
+ALL_ISAS = ["scalar", "avx2", "avx512"]
+
+
+def supported_isas():
+    out = []
+    best = ALL_ISAS.index(_core.best_cpu_isa())
+    return ALL_ISAS[: best + 1]
+
+
+@pytest.fixture(autouse=True)
+def restore_isa():
+    yield
+    _core.set_cpu_isa(_core.best_cpu_isa())
+
+
+def row_bytes(t, n):
+    bs, ts = BLOCK[t]
+    return n // bs * ts
+
+
+def random_blocks(t, n_blocks, rng):
+    """Random bytes of type t whose fp16 scale fields are sane (finite, modest)."""
+    bs, ts = BLOCK[t]
+    raw = rng.integers(0, 256, size=(n_blocks, ts), dtype=np.uint8)
+
+    def put_f16(off, lo=0.001, hi=0.1, signed=True):
+        v = rng.uniform(lo, hi, size=n_blocks).astype(np.float16)
+        if signed:
+            v *= rng.choice([-1, 1], size=n_blocks).astype(np.float16)
+        raw[:, off:off + 2] = v.view(np.uint8).reshape(n_blocks, 2)
+
+    if t in (T.Q4_0, T.Q5_0, T.Q8_0):
+        put_f16(0)
+    elif t in (T.Q4_1, T.Q5_1):
+        put_f16(0), put_f16(2)
+    elif t in (T.Q4_K, T.Q5_K):
+        put_f16(0, signed=False), put_f16(2, signed=False)
+    elif t == T.Q6_K:
+        put_f16(208)
+    elif t in (T.F16,):
+        raw = rng.standard_normal(n_blocks).astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+    elif t == T.BF16:
+        f = rng.standard_normal(n_blocks).astype(np.float32).view(np.uint32) >> 16
+        raw = f.astype(np.uint16).view(np.uint8).reshape(n_blocks, 2)
+    elif t == T.F32:
+        raw = rng.standard_normal(n_blocks).astype(np.float32).view(np.uint8).reshape(n_blocks, 4)
+    return raw.reshape(-1)
+
+
+def q8k_activation(x):
+    return _core.quantize_row(int(T.Q8_K), x)
+
+
+def activation(t, x):
+    vt = VEC_DOT_TYPE[t]
+    return x.astype(np.float32).view(np.uint8) if vt == T.F32 else _core.quantize_row(int(vt), x)
+
+
+# (1) dequantize_row matches gguf's reference
+@pytest.mark.parametrize("t", [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K,
+                               T.Q6_K])
+def test_dequantize_matches_gguf(t):
+    rng = np.random.default_rng(int(t))
+    bs, _ = BLOCK[t]
+    n_blocks = 7 if bs > 1 else 7 * 32
+    raw = random_blocks(t, n_blocks, rng)
+    n = n_blocks * bs
+    ours = _core.dequantize_row(int(t), raw, n)
+    ref = gguf_dequantize(raw, t).reshape(-1).astype(np.float32)
+    np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.BF16, T.F16])
+def test_quantize_matches_gguf_where_it_exists(t):
+    x = np.random.default_rng(5).standard_normal(32 * 9).astype(np.float32)
+    ours = _core.quantize_row(int(t), x)
+    ref = gguf_quantize(x.reshape(1, -1), t).reshape(-1).view(np.uint8)
+    np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.filterwarnings("ignore:overflow")
+def test_fp16_conversion_edge_cases():
+    vals = np.array([0.0, -0.0, 1.0, 65504.0, 65519.0, 65520.0, 1e-8, 2.98e-8, 6e-8, 6.1e-5, 1e-4, 3.14159,
+                     np.inf, -np.inf], dtype=np.float32)
+    x = np.concatenate([vals, np.random.default_rng(0).standard_normal(2)]).astype(np.float32)
+    ours = _core.quantize_row(int(T.F16), x).view(np.float16)
+    np.testing.assert_array_equal(ours, x.astype(np.float16))
+    back = _core.dequantize_row(int(T.F16), x.astype(np.float16).view(np.uint8), len(x))
+    np.testing.assert_array_equal(back, x.astype(np.float16).astype(np.float32))
+
+
+# (2) every SIMD ISA against the scalar reference on ragged shapes
+@pytest.mark.parametrize("t", WEIGHT_TYPES)
+@pytest.mark.parametrize("n_blocks", [1, 2, 3, 7, 13, 20])
+def test_vec_dot_isas_match_scalar(t, n_blocks):
+    rng = np.random.default_rng(100 * int(t) + n_blocks)
+    bs, _ = BLOCK[t]
+    n = n_blocks * (bs if bs > 1 else 32)
+    if bs == 1:
+        w = random_blocks(t, n, rng)
+    else:
+        w = random_blocks(t, n_blocks, rng)
+    x = activation(t, rng.standard_normal(n).astype(np.float32))
+    _core.set_cpu_isa("scalar")
+    ref = _core.vec_dot(int(t), n, w, x)
+    # float64 oracle for the reference itself
+    wf = _core.dequantize_row(int(t), w, n).astype(np.float64)
+    vt = VEC_DOT_TYPE[t]
+    xf = (x.view(np.float32) if vt == T.F32 else _core.dequantize_row(int(vt), x, n)).astype(np.float64)
+    exact = float(wf @ xf)
+    scale = float(np.abs(wf) @ np.abs(xf)) + 1e-30
+    assert abs(ref - exact) <= 1e-4 * scale
+    for isa in supported_isas()[1:]:
+        _core.set_cpu_isa(isa)
+        got = _core.vec_dot(int(t), n, w, x)
+        assert abs(got - ref) <= 2e-6 * scale, (isa, got, ref)
+
+
+# (3) matmul_rows is bit-identical to per-element vec_dot, any token count, every ISA
+@pytest.mark.parametrize("isa", ALL_ISAS)
+@pytest.mark.parametrize("t", WEIGHT_TYPES)
+def test_matmul_rows_bit_identical_to_vec_dot(isa, t):
+    if isa not in supported_isas():
+        pytest.skip(f"{isa} not supported here")
+    _core.set_cpu_isa(isa)
+    rng = np.random.default_rng(7 * int(t))
+    bs, _ = BLOCK[t]
+    n = 3 * (bs if bs > 1 else 32)
+    n_rows = 11
+    W = np.concatenate([random_blocks(t, n if bs == 1 else n // bs, rng) for _ in range(n_rows)])
+    wrow = row_bytes(t, n)
+    for n_tok in range(1, 10):
+        X = np.concatenate([activation(t, rng.standard_normal(n).astype(np.float32)) for _ in range(n_tok)])
+        xrow = len(X) // n_tok
+        Y = _core.matmul_rows(int(t), W, n_rows, n, X, n_tok)
+        assert Y.shape == (n_tok, n_rows)
+        for tok in range(n_tok):
+            for r in range(n_rows):
+                e = _core.vec_dot(int(t), n, W[r * wrow:(r + 1) * wrow], X[tok * xrow:(tok + 1) * xrow])
+                assert Y[tok, r].tobytes() == np.float32(e).tobytes(), (isa, n_tok, tok, r, Y[tok, r], e)
+
+
+# (4) quantize -> dequantize round trip
+RMSE_BOUND = {T.F32: 0.0, T.F16: 5e-4, T.BF16: 4e-3, T.Q8_0: 8e-3, T.Q8_K: 8e-3, T.Q6_K: 2e-2, T.Q5_K: 4e-2,
+              T.Q5_0: 4.5e-2, T.Q4_K: 7.5e-2, T.Q4_0: 9e-2}
+
+
+@pytest.mark.parametrize("t", QUANTIZABLE)
+def test_round_trip_error(t):
+    x = np.random.default_rng(11).standard_normal(256 * 16).astype(np.float32)
+    q = _core.quantize_row(int(t), x)
+    assert len(q) == row_bytes(t, len(x))
+    y = _core.dequantize_row(int(t), q, len(x))
+    rmse = float(np.sqrt(np.mean((x - y) ** 2)))
+    assert rmse <= RMSE_BOUND[t], (t.name, rmse)
+
+
+def test_k_quants_beat_legacy_of_same_width():
+    x = np.random.default_rng(12).standard_normal(256 * 16).astype(np.float32)
+
+    def rmse(t):
+        return float(np.sqrt(np.mean((x - _core.dequantize_row(int(t), _core.quantize_row(int(t), x), len(x))) ** 2)))
+
+    assert rmse(T.Q4_K) < rmse(T.Q4_0)
+    assert rmse(T.Q5_K) < rmse(T.Q5_0)
+    assert rmse(T.Q6_K) < rmse(T.Q5_K)
+
+
+def test_k_quant_handles_constant_and_zero_rows():
+    for t in (T.Q4_K, T.Q5_K, T.Q6_K, T.Q8_K, T.Q8_0, T.Q4_0, T.Q5_0):
+        for v in (0.0, 1.5, -2.0):
+            x = np.full(256, v, dtype=np.float32)
+            y = _core.dequantize_row(int(t), _core.quantize_row(int(t), x), 256)
+            assert np.all(np.isfinite(y))
+            assert np.max(np.abs(y - x)) <= 0.05 * abs(v) + 1e-6, (t.name, v)
+
+
+# (5) bad sizes and names raise
+def test_bad_arguments_raise():
+    x = np.zeros(100, dtype=np.float32)
+    with pytest.raises(specgen.InvalidParameterError):
+        _core.quantize_row(int(T.Q8_0), x)  # not a multiple of 32
+    with pytest.raises(ValueError):
+        _core.dequantize_row(int(T.Q4_K), np.zeros(143, dtype=np.uint8), 256)
+    with pytest.raises(ValueError):
+        _core.dequantize_row(999, np.zeros(4, dtype=np.uint8), 1)
+    w = np.zeros(34, dtype=np.uint8)
+    with pytest.raises(ValueError):
+        _core.vec_dot(int(T.Q8_0), 32, w, np.zeros(33, dtype=np.uint8))
+    with pytest.raises(ValueError):
+        _core.vec_dot(int(T.Q8_0), 64, w, w)
+    with pytest.raises(ValueError):
+        _core.matmul_rows(int(T.Q8_0), np.zeros(68, dtype=np.uint8), 3, 32, w, 1)
+    with pytest.raises(specgen.SpecgenNotImplementedError):
+        _core.quantize_row(int(T.Q4_1), np.zeros(32, dtype=np.float32))
+    with pytest.raises(ValueError):
+        _core.set_cpu_isa("amx")
+
+
+def test_isa_selection():
+    assert _core.best_cpu_isa() in ALL_ISAS
+    for isa in supported_isas():
+        _core.set_cpu_isa(isa)
+        assert _core.active_cpu_isa() == isa
+    for isa in ALL_ISAS[len(supported_isas()):]:
+        with pytest.raises(ValueError):
+            _core.set_cpu_isa(isa)
