@@ -147,14 +147,15 @@ int run(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     generator g(gp);
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const std::vector<int32_t> tokens = g.tok().encode(prompt, true, false);
+    std::signal(SIGINT, on_sigint);
+    std::unique_ptr<generation> gen = g.start(tokens, run);
+    // Printed once the request is accepted, so that a load or prompt error stays the only line on stderr.
     std::fprintf(stderr, "specgen: model %s (%s, %d layers, n_vocab %d), n_ctx %d, threads %d\n", gp.model_path.c_str(),
                  model_arch_name(g.target().hp().arch), int(g.target().hp().n_layer), int(g.n_vocab()), int(g.n_ctx()),
                  int(g.params().n_threads));
     std::fprintf(stderr, "specgen: speculation: %s\n", describe_speculation(o, gp).c_str());
 
-    const std::vector<int32_t> tokens = g.tok().encode(prompt, true, false);
-    std::signal(SIGINT, on_sigint);
-    std::unique_ptr<generation> gen = g.start(tokens, run);
     while (!gen->done()) {
         if (g_interrupted) {
             gen->cancel();
