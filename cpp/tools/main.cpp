@@ -35,7 +35,11 @@ struct runtime_failure : std::runtime_error {
 };
 
 volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_sigint(int) { g_interrupted = 1; }
+// First Ctrl-C: finish the current step, print the statistics, exit 130. A second one kills.
+extern "C" void on_sigint(int) {
+    g_interrupted = 1;
+    std::signal(SIGINT, SIG_DFL);
+}
 
 // One line, whatever the message holds.
 std::string one_line(std::string s) {

@@ -164,7 +164,7 @@ typedef struct specgen_generate_params {
     float repeat_penalty;   /* > 0, 1: off; default 1 */
     int32_t repeat_last_n;  /* tokens the penalty looks back, >= -1 (-1: all, 0: off); default 64 */
     uint64_t seed;          /* sampling seed; SPECGEN_SEED_RANDOM (default): a fresh random one */
-    const char * const * stop; /* n_stop stop strings (each at most 4096 bytes); may be NULL if n_stop 0 */
+    const char * const * stop; /* n_stop stop strings, each <= 4096 bytes ("" ignored); NULL if n_stop is 0 */
     size_t n_stop;
     bool ignore_eos;        /* keep generating past end-of-generation tokens */
     bool add_bos;           /* prepend BOS when the model asks for it and the prompt lacks it; default true */
@@ -211,7 +211,8 @@ typedef int (*specgen_piece_callback)(const char * piece, size_t len, void * use
  * SPECGEN_STATUS_CANCELLED when on_piece returned non-zero (the text streamed so far stands, stats
  * are filled, finish_reason CANCELLED); otherwise invalid argument (NULL gen or prompt, a parameter
  * outside its domain), context overflow (the prompt does not fit into n_ctx) or internal, with
- * stats zeroed except seed. The generator stays usable after every return code. */
+ * stats zeroed except seed (text may have been streamed before an internal error). The generator
+ * stays usable after every return code; the prompt is never retained. */
 SPECGEN_API specgen_status specgen_generate(specgen_generator * gen, const char * prompt,
                                             const specgen_generate_params * params,
                                             specgen_piece_callback on_piece, void * user,

@@ -105,7 +105,7 @@ specgen::generate_params to_engine(const specgen_generate_params& p, uint64_t se
     if (p.n_stop > 0 && !p.stop) throw specgen::invalid_argument_error("stop is NULL but n_stop is " + std::to_string(p.n_stop));
     for (size_t i = 0; i < p.n_stop; ++i) {
         if (!p.stop[i]) throw specgen::invalid_argument_error("stop[" + std::to_string(i) + "] is NULL");
-        if (p.stop[i][0]) gp.stop.emplace_back(p.stop[i]);  // an empty stop string would stop at once: ignore it
+        gp.stop.emplace_back(p.stop[i]);  // empty ones are ignored by the engine's text_stream
     }
     gp.seed = seed;
     gp.add_bos = p.add_bos;
