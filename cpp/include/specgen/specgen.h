@@ -1,13 +1,232 @@
-/* specgen public C API. Filled in by the user-surface work (issue 3). */
+/* specgen: the public C API.
+ *
+ * A `specgen_generator` is a loaded GGUF target model plus its (optional) speculative drafter. It
+ * tokenizes, detokenizes and generates; a generation streams its text through a callback and
+ * reports statistics. Speculative decoding (a draft model, the target's own first layers, n-gram
+ * prompt lookup; token-wise or block verification; NanoSpec; SSD) is chosen when the generator is
+ * loaded and never changes the output distribution: greedy decoding gives the same tokens with or
+ * without it.
+ *
+ *     specgen_generator_params gp = specgen_generator_default_params();
+ *     gp.draft_kind = SPECGEN_DRAFT_KIND_NGRAM;
+ *     specgen_generator * gen = specgen_generator_init("model.gguf", &gp);
+ *     if (!gen) { fprintf(stderr, "%s\n", specgen_last_error()); return 1; }
+ *     specgen_generate_params p = specgen_generate_default_params();
+ *     p.temperature = 0.0f;
+ *     specgen_stats st;
+ *     specgen_status rc = specgen_generate(gen, "Once upon a time", &p, on_piece, NULL, &st);
+ *     specgen_generator_free(gen);
+ *
+ * Conventions (valid for every function below unless its comment says otherwise):
+ *   - Functions that can fail return a `specgen_status` (0 ok, a negative code otherwise) or a
+ *     negative `specgen_status` in place of a count, or NULL for constructors. On every failure the
+ *     calling thread's `specgen_last_error()` is set to a one-line message. It is not cleared on
+ *     success (like errno): read it only right after a failure.
+ *   - No function throws, aborts or exits; C++ exceptions never cross this boundary.
+ *   - Strings in and out are UTF-8. Pointers passed in are borrowed for the duration of the call
+ *     only; nothing is retained after it returns.
+ *   - A generator may be used by one thread at a time; different generators may run in parallel.
+ */
 #ifndef SPECGEN_H
 #define SPECGEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#if defined(_WIN32) && !defined(__GNUC__)
+#  ifdef SPECGEN_BUILD
+#    define SPECGEN_API __declspec(dllexport)
+#  else
+#    define SPECGEN_API __declspec(dllimport)
+#  endif
+#else
+#  define SPECGEN_API __attribute__((visibility("default")))
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-#define SPECGEN_API __attribute__((visibility("default")))
-SPECGEN_API const char* specgen_version(void);
+
+/* ---- status and errors ------------------------------------------------------------------------ */
+
+typedef enum specgen_status {
+    SPECGEN_STATUS_OK = 0,
+    SPECGEN_STATUS_INVALID_ARGUMENT = -1, /* a NULL handle, a parameter outside its domain, a bad id */
+    SPECGEN_STATUS_MODEL_LOAD = -2,       /* a model file missing, truncated, corrupt or unsupported */
+    SPECGEN_STATUS_CONTEXT_OVERFLOW = -3, /* the prompt does not fit into n_ctx */
+    SPECGEN_STATUS_NOT_IMPLEMENTED = -4,  /* a feature this build or version does not provide */
+    SPECGEN_STATUS_CANCELLED = -5,        /* the caller's callback asked to stop */
+    SPECGEN_STATUS_INTERNAL = -6,         /* anything else (out of memory, an internal error) */
+} specgen_status;
+
+/* The message of the calling thread's most recent failure, "" if none failed yet. The string is
+ * owned by the library and valid until the next failing call on the same thread. Never NULL. */
+SPECGEN_API const char * specgen_last_error(void);
+
+/* "ok", "invalid argument", ...; "unknown" for values outside the enum. Static storage. */
+SPECGEN_API const char * specgen_status_name(specgen_status status);
+
+/* The library version, "MAJOR.MINOR.PATCH". Static storage. */
+SPECGEN_API const char * specgen_version(void);
+
+/* ---- loading a generator ---------------------------------------------------------------------- */
+
+typedef struct specgen_generator specgen_generator; /* opaque */
+
+typedef enum specgen_draft_kind {
+    SPECGEN_DRAFT_KIND_NONE = 0,  /* plain (autoregressive) decoding */
+    SPECGEN_DRAFT_KIND_MODEL = 1, /* a separate draft GGUF (draft_path) with the target's vocabulary */
+    SPECGEN_DRAFT_KIND_SELF = 2,  /* the target's own first self_layers layers (early exit) */
+    SPECGEN_DRAFT_KIND_NGRAM = 3, /* prompt lookup: suffix matching over the token history */
+} specgen_draft_kind;
+
+typedef enum specgen_verify {
+    SPECGEN_VERIFY_TOKEN = 0, /* token-wise rejection sampling */
+    SPECGEN_VERIFY_BLOCK = 1, /* block / hierarchical verification (HSD): accepts at least as much */
+} specgen_verify;
+
+typedef struct specgen_generator_params {
+    int32_t n_ctx;           /* context length in tokens, [1, 1048576]; default 4096 */
+    int32_t n_threads;       /* compute threads, [0, 512]; 0: all cores (at most 8) */
+    int32_t n_threads_draft; /* SSD drafter threads, [0, 512]; 0: same as n_threads */
+
+    /* Speculation. */
+    specgen_draft_kind draft_kind; /* default SPECGEN_DRAFT_KIND_NONE */
+    const char * draft_path;       /* the draft GGUF for SPECGEN_DRAFT_KIND_MODEL, else ignored */
+    specgen_verify verify;         /* default SPECGEN_VERIFY_BLOCK */
+    int32_t draft_max;             /* gamma, the most tokens drafted per round, [1, 64]; default 8 */
+    int32_t draft_min;             /* rounds drafting fewer fall back to plain decoding, [0, draft_max] */
+    float draft_p_min;             /* stop drafting below this drafter top probability, [0, 1] */
+    int32_t self_layers;           /* self drafter: layers run before exiting; 0: all */
+    int32_t ngram_max;             /* n-gram drafter: longest suffix matched, [ngram_min, 64]; default 4 */
+    int32_t ngram_min;             /* shortest suffix matched, >= 1; default 1 */
+    bool nanospec;                 /* draft head over the in-context vocabulary (NanoSpec) */
+    int32_t nanospec_capacity;     /* NanoSpec vocabulary capacity, [16, 1048576]; default 3072 */
+    int32_t frspec;                /* FR-Spec baseline: draft head over the N most frequent tokens; 0 off */
+    bool ssd;                      /* Saguaro: draft concurrently with verification */
+} specgen_generator_params;
+
+/* The defaults listed above. */
+SPECGEN_API specgen_generator_params specgen_generator_default_params(void);
+
+/* Maps and validates the GGUF at `model_path` (and the draft model, if any) and builds the
+ * generator. `params` may be NULL for the defaults.
+ * Returns a new generator, owned by the caller and released with specgen_generator_free(); or NULL
+ * with specgen_last_error() set: an invalid parameter or NULL path (invalid argument), a missing,
+ * corrupt or unsupported file or a draft model with another vocabulary (model load), a speculative
+ * option this build does not provide (not implemented). Nothing is left allocated on failure. */
+SPECGEN_API specgen_generator * specgen_generator_init(const char * model_path,
+                                                       const specgen_generator_params * params);
+
+/* Releases the generator and unmaps its files. NULL is a no-op. */
+SPECGEN_API void specgen_generator_free(specgen_generator * gen);
+
+/* Model facts; 0 (and last_error set) for a NULL generator. */
+SPECGEN_API int32_t specgen_n_vocab(const specgen_generator * gen);
+SPECGEN_API int32_t specgen_n_ctx(const specgen_generator * gen);
+/* Special token ids, -1 when the model has none (or gen is NULL). */
+SPECGEN_API int32_t specgen_token_bos(const specgen_generator * gen);
+SPECGEN_API int32_t specgen_token_eos(const specgen_generator * gen);
+
+/* ---- tokens ----------------------------------------------------------------------------------- */
+
+/* Tokenizes text[0, text_len) with the model's tokenizer. add_special prepends BOS (and appends
+ * EOS) when the model asks for it; parse_special matches control tokens written as text
+ * ("<start_of_turn>"). Invalid UTF-8 is kept byte for byte.
+ * Returns n >= 0, the number of tokens of the text. When n <= n_tokens_max the tokens were written
+ * to tokens[0, n); when n > n_tokens_max nothing was written: call again with a buffer of n.
+ * (tokens may be NULL when n_tokens_max is 0.) Returns a negative specgen_status on failure
+ * (NULL gen or text, n_tokens_max < 0, more than INT32_MAX tokens) with nothing written. */
+SPECGEN_API int32_t specgen_tokenize(const specgen_generator * gen, const char * text, size_t text_len,
+                                     int32_t * tokens, int32_t n_tokens_max, bool add_special,
+                                     bool parse_special);
+
+/* The bytes of tokens[0, n_tokens) (skip_special drops control tokens). Like snprintf:
+ * returns n >= 0, the length in bytes without a terminator; when n < buf_size the text and a
+ * terminating NUL were written to buf, else nothing was written: call again with n + 1 bytes.
+ * (buf may be NULL when buf_size is 0.) The bytes are what the tokens spell and may be invalid
+ * UTF-8 for arbitrary ids. Returns a negative specgen_status on failure (NULL gen, a token id
+ * outside [0, n_vocab), n_tokens < 0) with nothing written. */
+SPECGEN_API int32_t specgen_detokenize(const specgen_generator * gen, const int32_t * tokens, int32_t n_tokens,
+                                       char * buf, int32_t buf_size, bool skip_special);
+
+/* ---- generation ------------------------------------------------------------------------------- */
+
+#define SPECGEN_SEED_RANDOM UINT64_MAX
+
+typedef struct specgen_generate_params {
+    int32_t max_tokens;     /* most tokens generated, [-1, 2^30]; -1: until EOS or n_ctx; default 256 */
+    float temperature;      /* 0: greedy; >= 0 and finite; default 0.8 */
+    int32_t top_k;          /* 0: off; >= 0; default 40 */
+    float top_p;            /* (0, 1], 1: off; default 0.95 */
+    float min_p;            /* [0, 1], 0: off; default 0.05 */
+    float repeat_penalty;   /* > 0, 1: off; default 1 */
+    int32_t repeat_last_n;  /* tokens the penalty looks back, >= -1 (-1: all, 0: off); default 64 */
+    uint64_t seed;          /* sampling seed; SPECGEN_SEED_RANDOM (default): a fresh random one */
+    const char * const * stop; /* n_stop stop strings, each <= 4096 bytes ("" ignored); NULL if n_stop is 0 */
+    size_t n_stop;
+    bool ignore_eos;        /* keep generating past end-of-generation tokens */
+    bool add_bos;           /* prepend BOS when the model asks for it and the prompt lacks it; default true */
+} specgen_generate_params;
+
+/* The defaults listed above. */
+SPECGEN_API specgen_generate_params specgen_generate_default_params(void);
+
+typedef enum specgen_finish_reason {
+    SPECGEN_FINISH_REASON_NONE = 0,      /* the generation did not start (an error before the prefill) */
+    SPECGEN_FINISH_REASON_STOP = 1,      /* a stop string was generated (it is not part of the text) */
+    SPECGEN_FINISH_REASON_LENGTH = 2,    /* max_tokens reached, or the context is full */
+    SPECGEN_FINISH_REASON_EOS = 3,       /* the model emitted an end-of-generation token */
+    SPECGEN_FINISH_REASON_CANCELLED = 4, /* the callback returned non-zero */
+} specgen_finish_reason;
+
+typedef struct specgen_stats {
+    specgen_finish_reason finish_reason;
+    uint64_t seed;                     /* the seed used (the drawn one for SPECGEN_SEED_RANDOM) */
+    int64_t n_prompt_tokens;           /* BOS included */
+    int64_t n_generated;               /* tokens emitted, end-of-generation token excluded */
+    double prefill_seconds;
+    double decode_seconds;
+    double prefill_tokens_per_second;  /* n_prompt_tokens / prefill_seconds (0 if no time) */
+    double decode_tokens_per_second;   /* n_generated / decode_seconds */
+    /* Speculation (all 0 for plain decoding). */
+    int64_t n_rounds;                  /* target verification calls */
+    int64_t n_drafted;                 /* draft tokens proposed */
+    int64_t n_accepted;                /* draft tokens accepted */
+    double acceptance_rate;            /* n_accepted / n_drafted */
+    double mean_accepted_length;       /* tokens per target call: 1 + n_accepted / n_rounds */
+    double draft_seconds;
+    double verify_seconds;
+} specgen_stats;
+
+/* Called with each new piece of text: whole UTF-8 characters, never empty, not NUL-terminated
+ * (exactly len bytes at piece, valid during the call only). Return 0 to go on, non-zero to cancel. */
+typedef int (*specgen_piece_callback)(const char * piece, size_t len, void * user);
+
+/* Continues `prompt` (tokenized as specgen_tokenize with add_special true, parse_special false)
+ * and streams the continuation through `on_piece` (may be NULL), with user passed through.
+ * `params` may be NULL for the defaults. `stats` (may be NULL) receives the statistics.
+ * Returns SPECGEN_STATUS_OK when the generation finished (stats->finish_reason says why);
+ * SPECGEN_STATUS_CANCELLED when on_piece returned non-zero (the text streamed so far stands, stats
+ * are filled, finish_reason CANCELLED); otherwise invalid argument (NULL gen or prompt, a parameter
+ * outside its domain), context overflow (the prompt does not fit into n_ctx) or internal, with
+ * stats zeroed except seed (text may have been streamed before an internal error). The generator
+ * stays usable after every return code; the prompt is never retained. */
+SPECGEN_API specgen_status specgen_generate(specgen_generator * gen, const char * prompt,
+                                            const specgen_generate_params * params,
+                                            specgen_piece_callback on_piece, void * user,
+                                            specgen_stats * stats);
+
+/* As specgen_generate, with a prompt of token ids used as they are (BOS added per params->add_bos).
+ * Ids outside [0, n_vocab) or an empty prompt without BOS: invalid argument. */
+SPECGEN_API specgen_status specgen_generate_tokens(specgen_generator * gen, const int32_t * prompt,
+                                                   int32_t n_prompt, const specgen_generate_params * params,
+                                                   specgen_piece_callback on_piece, void * user,
+                                                   specgen_stats * stats);
+
 #ifdef __cplusplus
 }
 #endif
-#endif
+
+#endif /* SPECGEN_H */

@@ -1,2 +1,342 @@
+// The C API (cpp/include/specgen/specgen.h) over the engine.
+//
+// Every exported function runs its body inside guard(), which turns each specgen::error subclass
+// (and anything else) into a specgen_status and the thread-local last-error message: no exception
+// crosses the boundary. Handles are the engine objects themselves wrapped in a struct, so the
+// opaque type stays ours even if the engine's classes move.
 #include "specgen/specgen.h"
-extern "C" const char* specgen_version(void) { return "0.1.0"; }
+
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/generator.h"
+
+struct specgen_generator {
+    std::unique_ptr<specgen::generator> gen;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+specgen_status set_error(specgen_status status, const char* what) {
+    t_last_error = what ? what : "unknown error";
+    return status;
+}
+
+// Runs fn(), mapping every exception to a status and the last-error message.
+template <class F>
+specgen_status guard(F&& fn) noexcept {
+    try {
+        return fn();
+    } catch (const specgen::invalid_argument_error& e) {
+        return set_error(SPECGEN_STATUS_INVALID_ARGUMENT, e.what());
+    } catch (const specgen::model_load_error& e) {
+        return set_error(SPECGEN_STATUS_MODEL_LOAD, e.what());
+    } catch (const specgen::context_overflow_error& e) {
+        return set_error(SPECGEN_STATUS_CONTEXT_OVERFLOW, e.what());
+    } catch (const specgen::not_implemented_error& e) {
+        return set_error(SPECGEN_STATUS_NOT_IMPLEMENTED, e.what());
+    } catch (const specgen::cancelled_error& e) {
+        return set_error(SPECGEN_STATUS_CANCELLED, e.what());
+    } catch (const std::bad_alloc&) {
+        return set_error(SPECGEN_STATUS_INTERNAL, "out of memory");
+    } catch (const std::exception& e) {
+        return set_error(SPECGEN_STATUS_INTERNAL, e.what());
+    } catch (...) {
+        return set_error(SPECGEN_STATUS_INTERNAL, "unknown exception");
+    }
+}
+
+specgen_status invalid(const std::string& what) { return set_error(SPECGEN_STATUS_INVALID_ARGUMENT, what.c_str()); }
+
+uint64_t random_seed() {
+    std::random_device rd;
+    // 63 bits, as the Python SDK draws them, so a printed seed round-trips through every surface.
+    return ((uint64_t(rd()) << 32) ^ rd()) & (UINT64_MAX >> 1);
+}
+
+specgen_finish_reason to_c(specgen::finish_reason r) {
+    switch (r) {
+        case specgen::finish_reason::stop: return SPECGEN_FINISH_REASON_STOP;
+        case specgen::finish_reason::length: return SPECGEN_FINISH_REASON_LENGTH;
+        case specgen::finish_reason::eos: return SPECGEN_FINISH_REASON_EOS;
+        case specgen::finish_reason::cancelled: return SPECGEN_FINISH_REASON_CANCELLED;
+        default: return SPECGEN_FINISH_REASON_NONE;
+    }
+}
+
+void fill_stats(const specgen::generation& g, uint64_t seed, specgen_stats* out) {
+    const specgen::generation_stats& s = g.stats();
+    out->finish_reason = to_c(g.reason());
+    out->seed = seed;
+    out->n_prompt_tokens = s.n_prompt_tokens;
+    out->n_generated = s.n_generated;
+    out->prefill_seconds = s.prefill_seconds;
+    out->decode_seconds = s.decode_seconds;
+    out->prefill_tokens_per_second = s.prefill_tokens_per_second();
+    out->decode_tokens_per_second = s.decode_tokens_per_second();
+    out->n_rounds = s.n_rounds;
+    out->n_drafted = s.n_drafted;
+    out->n_accepted = s.n_accepted;
+    out->acceptance_rate = s.acceptance_rate();
+    out->mean_accepted_length = s.mean_accepted_length();
+    out->draft_seconds = s.draft_seconds;
+    out->verify_seconds = s.verify_seconds;
+}
+
+specgen::generate_params to_engine(const specgen_generate_params& p, uint64_t seed) {
+    specgen::generate_params gp;
+    if (p.max_tokens < -1 || p.max_tokens > (1 << 30))
+        throw specgen::invalid_argument_error("max_tokens must be in [-1, 1073741824], got " + std::to_string(p.max_tokens));
+    gp.max_tokens = p.max_tokens;
+    gp.sampling.temperature = p.temperature;
+    gp.sampling.top_k = p.top_k;
+    gp.sampling.top_p = p.top_p;
+    gp.sampling.min_p = p.min_p;
+    gp.sampling.repeat_penalty = p.repeat_penalty;
+    gp.sampling.repeat_last_n = p.repeat_last_n;
+    if (p.n_stop > 0 && !p.stop) throw specgen::invalid_argument_error("stop is NULL but n_stop is " + std::to_string(p.n_stop));
+    for (size_t i = 0; i < p.n_stop; ++i) {
+        if (!p.stop[i]) throw specgen::invalid_argument_error("stop[" + std::to_string(i) + "] is NULL");
+        gp.stop.emplace_back(p.stop[i]);  // empty ones are ignored by the engine's text_stream
+    }
+    gp.seed = seed;
+    gp.add_bos = p.add_bos;
+    gp.ignore_eos = p.ignore_eos;
+    gp.validate();
+    return gp;
+}
+
+specgen_status run_generation(specgen_generator* gen, const std::vector<int32_t>& prompt,
+                              const specgen_generate_params& p, uint64_t seed, specgen_piece_callback on_piece,
+                              void* user, specgen_stats* stats) {
+    std::unique_ptr<specgen::generation> g = gen->gen->start(prompt, to_engine(p, seed));
+    struct canceller {  // a generation left by an exception must not stay live on the generator
+        specgen::generation& g;
+        ~canceller() { g.cancel(); }
+    } end_on_exit{*g};
+    bool cancelled = false;
+    while (!g->done()) {
+        const std::string piece = g->step();
+        if (!piece.empty() && on_piece && on_piece(piece.data(), piece.size(), user) != 0) {
+            g->cancel();
+            cancelled = true;
+        }
+    }
+    if (stats) fill_stats(*g, seed, stats);
+    if (cancelled) return set_error(SPECGEN_STATUS_CANCELLED, "generation cancelled by the callback");
+    return SPECGEN_STATUS_OK;
+}
+
+specgen_status generate_common(specgen_generator* gen, const int32_t* tokens, int32_t n_tokens, const char* text,
+                               const specgen_generate_params* params, specgen_piece_callback on_piece, void* user,
+                               specgen_stats* stats) {
+    if (stats) std::memset(stats, 0, sizeof *stats);
+    const specgen_generate_params p = params ? *params : specgen_generate_default_params();
+    const uint64_t seed = p.seed == SPECGEN_SEED_RANDOM ? random_seed() : p.seed;
+    if (stats) stats->seed = seed;
+    return guard([&]() -> specgen_status {
+        if (!gen || !gen->gen) return invalid("generator is NULL");
+        std::vector<int32_t> prompt;
+        if (text) {
+            prompt = gen->gen->tok().encode(text, true, false);
+        } else {
+            if (n_tokens < 0) return invalid("n_prompt must be >= 0, got " + std::to_string(n_tokens));
+            if (n_tokens > 0 && !tokens) return invalid("prompt is NULL");
+            prompt.assign(tokens, tokens + n_tokens);
+        }
+        return run_generation(gen, prompt, p, seed, on_piece, user, stats);
+    });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* specgen_last_error(void) { return t_last_error.c_str(); }
+
+const char* specgen_status_name(specgen_status status) {
+    switch (status) {
+        case SPECGEN_STATUS_OK: return "ok";
+        case SPECGEN_STATUS_INVALID_ARGUMENT: return "invalid argument";
+        case SPECGEN_STATUS_MODEL_LOAD: return "model load error";
+        case SPECGEN_STATUS_CONTEXT_OVERFLOW: return "context overflow";
+        case SPECGEN_STATUS_NOT_IMPLEMENTED: return "not implemented";
+        case SPECGEN_STATUS_CANCELLED: return "cancelled";
+        case SPECGEN_STATUS_INTERNAL: return "internal error";
+    }
+    return "unknown";
+}
+
+const char* specgen_version(void) { return "0.1.0"; }
+
+specgen_generator_params specgen_generator_default_params(void) {
+    const specgen::generator_params d;
+    specgen_generator_params p;
+    std::memset(&p, 0, sizeof p);
+    p.n_ctx = d.n_ctx;
+    p.n_threads = d.n_threads;
+    p.n_threads_draft = d.n_threads_draft;
+    p.draft_kind = SPECGEN_DRAFT_KIND_NONE;
+    p.draft_path = nullptr;
+    p.verify = d.verify == specgen::verify_mode::token ? SPECGEN_VERIFY_TOKEN : SPECGEN_VERIFY_BLOCK;
+    p.draft_max = d.draft_max;
+    p.draft_min = d.draft_min;
+    p.draft_p_min = d.draft_p_min;
+    p.self_layers = d.self_layers;
+    p.ngram_max = d.ngram_max;
+    p.ngram_min = d.ngram_min;
+    p.nanospec = d.nanospec;
+    p.nanospec_capacity = d.nanospec_capacity;
+    p.frspec = d.frspec;
+    p.ssd = d.ssd;
+    return p;
+}
+
+specgen_generator* specgen_generator_init(const char* model_path, const specgen_generator_params* params) {
+    specgen_generator* out = nullptr;
+    guard([&]() -> specgen_status {
+        if (!model_path || !*model_path) return invalid("model_path is NULL or empty");
+        const specgen_generator_params p = params ? *params : specgen_generator_default_params();
+        specgen::generator_params gp;
+        gp.model_path = model_path;
+        gp.n_ctx = p.n_ctx;
+        gp.n_threads = p.n_threads;
+        gp.n_threads_draft = p.n_threads_draft;
+        switch (p.draft_kind) {
+            case SPECGEN_DRAFT_KIND_NONE: gp.draft = ""; break;
+            case SPECGEN_DRAFT_KIND_SELF: gp.draft = "self"; break;
+            case SPECGEN_DRAFT_KIND_NGRAM: gp.draft = "ngram"; break;
+            case SPECGEN_DRAFT_KIND_MODEL:
+                if (!p.draft_path || !*p.draft_path) return invalid("draft_kind is MODEL but draft_path is NULL or empty");
+                // The engine reads "self"/"ngram" as drafter kinds: a file of that name needs a path prefix.
+                gp.draft = p.draft_path;
+                if (gp.draft == "self" || gp.draft == "ngram") gp.draft = "./" + gp.draft;
+                break;
+            default: return invalid("unknown draft_kind " + std::to_string(int(p.draft_kind)));
+        }
+        switch (p.verify) {
+            case SPECGEN_VERIFY_TOKEN: gp.verify = specgen::verify_mode::token; break;
+            case SPECGEN_VERIFY_BLOCK: gp.verify = specgen::verify_mode::block; break;
+            default: return invalid("unknown verify mode " + std::to_string(int(p.verify)));
+        }
+        gp.draft_max = p.draft_max;
+        gp.draft_min = p.draft_min;
+        gp.draft_p_min = p.draft_p_min;
+        gp.self_layers = p.self_layers;
+        gp.ngram_max = p.ngram_max;
+        gp.ngram_min = p.ngram_min;
+        gp.nanospec = p.nanospec;
+        gp.nanospec_capacity = p.nanospec_capacity;
+        gp.frspec = p.frspec;
+        gp.ssd = p.ssd;
+        auto h = std::make_unique<specgen_generator>();
+        h->gen = std::make_unique<specgen::generator>(gp);
+        out = h.release();
+        return SPECGEN_STATUS_OK;
+    });
+    return out;
+}
+
+void specgen_generator_free(specgen_generator* gen) {
+    guard([&]() -> specgen_status {
+        delete gen;
+        return SPECGEN_STATUS_OK;
+    });
+}
+
+int32_t specgen_n_vocab(const specgen_generator* gen) {
+    if (gen && gen->gen) return gen->gen->n_vocab();
+    invalid("generator is NULL");
+    return 0;
+}
+
+int32_t specgen_n_ctx(const specgen_generator* gen) {
+    if (gen && gen->gen) return gen->gen->n_ctx();
+    invalid("generator is NULL");
+    return 0;
+}
+
+int32_t specgen_token_bos(const specgen_generator* gen) { return gen && gen->gen ? gen->gen->tok().bos_id() : -1; }
+int32_t specgen_token_eos(const specgen_generator* gen) { return gen && gen->gen ? gen->gen->tok().eos_id() : -1; }
+
+int32_t specgen_tokenize(const specgen_generator* gen, const char* text, size_t text_len, int32_t* tokens,
+                         int32_t n_tokens_max, bool add_special, bool parse_special) {
+    int32_t result = 0;
+    const specgen_status st = guard([&]() -> specgen_status {
+        if (!gen || !gen->gen) return invalid("generator is NULL");
+        if (!text && text_len > 0) return invalid("text is NULL");
+        if (n_tokens_max < 0) return invalid("n_tokens_max must be >= 0, got " + std::to_string(n_tokens_max));
+        if (n_tokens_max > 0 && !tokens) return invalid("tokens is NULL but n_tokens_max is " + std::to_string(n_tokens_max));
+        const std::vector<int32_t> ids = gen->gen->tok().encode(std::string_view(text ? text : "", text_len), add_special, parse_special);
+        if (ids.size() > size_t(INT32_MAX)) return invalid("text has more than INT32_MAX tokens");
+        result = int32_t(ids.size());
+        if (result <= n_tokens_max && result > 0) std::memcpy(tokens, ids.data(), ids.size() * sizeof(int32_t));
+        return SPECGEN_STATUS_OK;
+    });
+    return st == SPECGEN_STATUS_OK ? result : int32_t(st);
+}
+
+int32_t specgen_detokenize(const specgen_generator* gen, const int32_t* tokens, int32_t n_tokens, char* buf,
+                           int32_t buf_size, bool skip_special) {
+    int32_t result = 0;
+    const specgen_status st = guard([&]() -> specgen_status {
+        if (!gen || !gen->gen) return invalid("generator is NULL");
+        if (n_tokens < 0) return invalid("n_tokens must be >= 0, got " + std::to_string(n_tokens));
+        if (n_tokens > 0 && !tokens) return invalid("tokens is NULL but n_tokens is " + std::to_string(n_tokens));
+        if (buf_size < 0) return invalid("buf_size must be >= 0, got " + std::to_string(buf_size));
+        if (buf_size > 0 && !buf) return invalid("buf is NULL but buf_size is " + std::to_string(buf_size));
+        const std::string s = gen->gen->tok().decode(std::vector<int32_t>(tokens, tokens + n_tokens), skip_special);
+        if (s.size() >= size_t(INT32_MAX)) return invalid("detokenized text exceeds INT32_MAX bytes");
+        result = int32_t(s.size());
+        if (result < buf_size) {
+            std::memcpy(buf, s.data(), s.size());
+            buf[s.size()] = '\0';
+        }
+        return SPECGEN_STATUS_OK;
+    });
+    return st == SPECGEN_STATUS_OK ? result : int32_t(st);
+}
+
+specgen_generate_params specgen_generate_default_params(void) {
+    const specgen::generate_params d;
+    specgen_generate_params p;
+    std::memset(&p, 0, sizeof p);
+    p.max_tokens = d.max_tokens;
+    p.temperature = d.sampling.temperature;
+    p.top_k = d.sampling.top_k;
+    p.top_p = d.sampling.top_p;
+    p.min_p = d.sampling.min_p;
+    p.repeat_penalty = d.sampling.repeat_penalty;
+    p.repeat_last_n = d.sampling.repeat_last_n;
+    p.seed = SPECGEN_SEED_RANDOM;
+    p.stop = nullptr;
+    p.n_stop = 0;
+    p.ignore_eos = d.ignore_eos;
+    p.add_bos = d.add_bos;
+    return p;
+}
+
+specgen_status specgen_generate(specgen_generator* gen, const char* prompt, const specgen_generate_params* params,
+                                specgen_piece_callback on_piece, void* user, specgen_stats* stats) {
+    if (!prompt) {
+        if (stats) std::memset(stats, 0, sizeof *stats);
+        return invalid("prompt is NULL");
+    }
+    return generate_common(gen, nullptr, 0, prompt, params, on_piece, user, stats);
+}
+
+specgen_status specgen_generate_tokens(specgen_generator* gen, const int32_t* prompt, int32_t n_prompt,
+                                       const specgen_generate_params* params, specgen_piece_callback on_piece,
+                                       void* user, specgen_stats* stats) {
+    return generate_common(gen, prompt, n_prompt, nullptr, params, on_piece, user, stats);
+}
+
+}  // extern "C"

@@ -51,6 +51,18 @@ void bind_tokenizer(nb::module_& m) {
              nb::arg("text"), nb::arg("add_special") = true, nb::arg("parse_special") = false,
              "Token ids of `text`. add_special: BOS/EOS as the file says; parse_special: match "
              "control tokens written as text.")
+        .def("encode",
+             [](const tokenizer& t, nb::bytes text, bool add_special, bool parse_special) {
+                 std::string s(text.c_str(), text.size());
+                 std::vector<int32_t> ids;
+                 {
+                     nb::gil_scoped_release nogil;
+                     ids = t.encode(s, add_special, parse_special);
+                 }
+                 return ids;
+             },
+             nb::arg("text"), nb::arg("add_special") = true, nb::arg("parse_special") = false,
+             "Token ids of raw bytes (need not be valid UTF-8; every byte is kept).")
         .def("decode",
              [](const tokenizer& t, const std::vector<int32_t>& ids, bool skip_special) {
                  std::string s;

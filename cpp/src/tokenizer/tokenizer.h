@@ -71,7 +71,7 @@ public:
     // The token as the file spells it. Throws invalid_argument_error.
     const std::string& token_text(int32_t id) const;
     token_type type(int32_t id) const;
-    // Id of a token spelled exactly `text` in the file, or -1.
+    // Id of a token spelled exactly `text` in the file, or -1 (a linear scan: for tools, not hot paths).
     int32_t find_token(std::string_view text) const;
 
     int32_t bos_id() const { return bos_; }  // -1 if none

