@@ -72,19 +72,34 @@ hparams read_hparams(const gguf_file& f) {
             hp.embd_scale = std::sqrt(float(hp.n_embd));
             // Gemma 3 fixes these in its architecture rather than in the file: local layers use
             // rope base 10000, and every sixth layer is global (full attention).
-            hp.rope_base_local = 10000.0f;
+            // specgen's converter writes both explicitly (rope.freq_base_swa, sliding_window_pattern).
+            hp.rope_base_local = float(f.get_float(p + "rope.freq_base_swa", 10000.0));
+            check(f, std::isfinite(hp.rope_base_local) && hp.rope_base_local > 1.0f, "invalid rope.freq_base_swa");
             hp.sliding_window = int(f.get_int(p + "attention.sliding_window", 0));
             check(f, hp.sliding_window >= 0, "negative sliding_window");
-            for (int il = 0; il < hp.n_layer; ++il) hp.layer_is_swa[il] = hp.sliding_window > 0 && (il + 1) % 6 != 0;
+            if (f.has(p + "attention.sliding_window_pattern")) {
+                std::vector<int64_t> pattern = f.get_int_array(p + "attention.sliding_window_pattern");
+                check(f, int(pattern.size()) == hp.n_layer, "sliding_window_pattern has " + std::to_string(pattern.size()) +
+                                                                " entries for " + std::to_string(hp.n_layer) + " layers");
+                for (int il = 0; il < hp.n_layer; ++il) hp.layer_is_swa[il] = hp.sliding_window > 0 && pattern[il] != 0;
+            } else {
+                for (int il = 0; il < hp.n_layer; ++il) hp.layer_is_swa[il] = hp.sliding_window > 0 && (il + 1) % 6 != 0;
+            }
             hp.final_softcap = float(f.get_float(p + "final_logit_softcapping", 0.0));
             break;
         }
     }
     // Gemma 3 scales queries by query_pre_attn_scalar^-0.5, which equals head_dim for every released
     // size except 27B (n_embd / n_head); the GGUF does not store it.
-    hp.attn_scale = 1.0f / std::sqrt(float(hp.head_dim));
-    if (hp.arch == model_arch::gemma3 && f.has(p + "attention.query_pre_attn_scalar"))
-        hp.attn_scale = 1.0f / std::sqrt(float(f.get_float(p + "attention.query_pre_attn_scalar")));
+    hp.attn_scale = float(f.get_float(p + "attention.scale", 1.0 / std::sqrt(double(hp.head_dim))));
+    check(f, std::isfinite(hp.attn_scale) && hp.attn_scale > 0, "invalid attention.scale");
+    // Llama 3 style frequency scaling lives in a rope_freqs tensor that this forward does not apply
+    // yet: refuse rather than generate from wrong positions.
+    if (f.find_tensor("rope_freqs.weight"))
+        throw not_implemented_error("GGUF " + f.path() + ": rope_freqs.weight (Llama 3 rope scaling) is not supported yet");
+    if (f.has(p + "rope.scaling.type") && f.get_string(p + "rope.scaling.type") != "none")
+        throw not_implemented_error("GGUF " + f.path() + ": rope scaling '" + f.get_string(p + "rope.scaling.type") +
+                                    "' is not supported yet");
     return hp;
 }
 

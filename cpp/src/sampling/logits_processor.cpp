@@ -1,8 +1,9 @@
 // logits_processor::process(), token_dist helpers and sample_token(); the pipeline is documented in
 // sampling.h. Checked against a float64 numpy reference in tests/test_sampling.py.
 //
-// Cost for a full vocabulary of n ids: O(n) for penalty/softmax/min-p, O(n + k log k) for top-k
-// (nth_element, then a sort of the k kept), O(n log n) only when top-p runs without top-k.
+// Cost for a full vocabulary of n ids: O(n) for penalty/softmax/min-p, O(n log k) worst case for
+// top-k (a heap of k, nearly always one comparison per logit), and a sort only of the tokens that
+// survive top-k and min-p when top-p runs (O(n log n) only without both).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -84,57 +85,74 @@ void logits_processor::process(const float* logits, const int32_t* ids, int32_t 
     if (params.temperature != 1.0f)
         for (auto& c : cands_) c.logit /= params.temperature;
 
+    // top-k: one pass with a heap of the k best (its front is the worst kept), then sort the k.
     bool sorted = false;
     if (params.top_k > 0 && params.top_k < n) {
-        auto kth = cands_.begin() + params.top_k;
-        std::nth_element(cands_.begin(), kth, cands_.end(), before);
-        cands_.resize(static_cast<size_t>(params.top_k));
-        std::sort(cands_.begin(), cands_.end(), before);
-        sorted = true;
-    } else if (params.top_p < 1.0f) {
+        const auto k = static_cast<size_t>(params.top_k);
+        const auto first = cands_.begin(), kth = first + static_cast<std::ptrdiff_t>(k);
+        std::make_heap(first, kth, before);
+        for (size_t i = k; i < cands_.size(); ++i) {
+            if (!before(cands_[i], cands_[0])) continue;
+            std::pop_heap(first, kth, before);
+            cands_[k - 1] = cands_[i];
+            std::push_heap(first, kth, before);
+        }
+        cands_.resize(k);
         std::sort(cands_.begin(), cands_.end(), before);
         sorted = true;
     }
 
-    // Softmax with the max subtracted, in double; probs_ holds the unnormalised exp values.
+    // Softmax with the max subtracted, in double; probs_ holds the unnormalised exp values (max = 1).
     float max_logit = cands_[0].logit;
     if (!sorted)
         for (const auto& c : cands_) max_logit = std::max(max_logit, c.logit);
-    const size_t m = cands_.size();
+    const auto rel_prob = [&](const cand& c) {
+        return std::exp(static_cast<double>(c.logit) - static_cast<double>(max_logit));
+    };
+    size_t m = cands_.size();
     probs_.resize(m);
     double sum = 0.0;
-    for (size_t i = 0; i < m; ++i) {
-        probs_[i] = std::exp(static_cast<double>(cands_[i].logit) - static_cast<double>(max_logit));
-        sum += probs_[i];
-    }
+    for (size_t i = 0; i < m; ++i) sum += (probs_[i] = rel_prob(cands_[i]));
     if (!(sum > 0.0))  // every logit -inf
         throw invalid_argument_error("logits_processor: every logit is -inf");
 
-    size_t keep = m;
-    if (params.top_p < 1.0f) {  // cands_ is sorted here
+    // top-p and min-p each keep a prefix of the descending order, so applying min-p first (O(n), no
+    // sort) and then top-p on what is left, with the cumulative mass taken relative to the full sum,
+    // keeps exactly the same tokens while sorting only min-p's survivors. Zeros are dropped here too.
+    const double min_rel = static_cast<double>(params.min_p);
+    size_t kept_n = 0;
+    for (size_t i = 0; i < m; ++i) {
+        if (probs_[i] > 0.0 && probs_[i] >= min_rel) {
+            cands_[kept_n] = cands_[i];
+            probs_[kept_n++] = probs_[i];
+        }
+    }
+    m = kept_n;
+    cands_.resize(m);
+    probs_.resize(m);
+    if (params.top_p < 1.0f) {
+        if (!sorted) {
+            std::sort(cands_.begin(), cands_.end(), before);
+            for (size_t i = 0; i < m; ++i) probs_[i] = rel_prob(cands_[i]);
+        }
         const double target = static_cast<double>(params.top_p) * sum;
         double cum = 0.0;
         for (size_t i = 0; i < m; ++i) {
             cum += probs_[i];
             if (cum >= target) {
-                keep = i + 1;
+                m = i + 1;
                 break;
             }
         }
     }
 
-    // min-p relative to the max, whose exp value is exactly 1; then drop zeros and renormalise.
-    const double min_rel = static_cast<double>(params.min_p);
-    out.ids.clear();
-    out.probs.clear();
     double kept = 0.0;
-    for (size_t i = 0; i < keep; ++i)
-        if (probs_[i] > 0.0 && probs_[i] >= min_rel) kept += probs_[i];
-    for (size_t i = 0; i < keep; ++i) {
-        if (probs_[i] > 0.0 && probs_[i] >= min_rel) {
-            out.ids.push_back(cands_[i].id);
-            out.probs.push_back(static_cast<float>(probs_[i] / kept));
-        }
+    for (size_t i = 0; i < m; ++i) kept += probs_[i];
+    out.ids.resize(m);
+    out.probs.resize(m);
+    for (size_t i = 0; i < m; ++i) {
+        out.ids[i] = cands_[i].id;
+        out.probs[i] = static_cast<float>(probs_[i] / kept);
     }
 }
 

@@ -1,0 +1,28 @@
+// Tiling driver shared by the SIMD matrix kernels (dot_avx2.cpp, dot_avx512.cpp). Include it only
+// inside an anonymous namespace: each ISA file must get its own copy compiled with its own flags.
+//
+// A kernel K provides K::nr_decode (rows per tile when one token), K::nr_batch and K::nt_batch
+// (rows x tokens per tile otherwise) and K::run<NR, NT>(n, W, w_stride, X, x_stride, Y, y_stride),
+// which computes an NR x NT tile with one independent accumulator per output; every output goes
+// through the same instruction sequence for any NR/NT, so tiling never changes a result.
+
+template <class K, int NT>
+void rows_loop(int64_t n, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs, float* Y,
+               int64_t ys) {
+    constexpr int NR = NT == 1 ? K::nr_decode : K::nr_batch;
+    int r = 0;
+    for (; r + NR <= n_rows; r += NR) K::template run<NR, NT>(n, W + r * ws, ws, X, xs, Y + r, ys);
+    for (; r < n_rows; ++r) K::template run<1, NT>(n, W + r * ws, ws, X, xs, Y + r, ys);
+}
+
+// Signature of quant::gemm_fn; Y[t*ys + r] for t < n_tok, r < n_rows.
+template <class K>
+void gemm_tiled(int64_t n, const void* Wv, size_t ws, int n_rows, const void* Xv, size_t xs, int n_tok, float* Y,
+                int64_t ys) {
+    const uint8_t* W = static_cast<const uint8_t*>(Wv);
+    const uint8_t* X = static_cast<const uint8_t*>(Xv);
+    constexpr int NTB = K::nt_batch;
+    int t = 0;
+    for (; t + NTB <= n_tok; t += NTB) rows_loop<K, NTB>(n, W, ws, n_rows, X + t * xs, xs, Y + t * ys, ys);
+    for (; t < n_tok; ++t) rows_loop<K, 1>(n, W, ws, n_rows, X + t * xs, xs, Y + t * ys, ys);
+}
