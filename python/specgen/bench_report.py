@@ -225,7 +225,7 @@ def plot(res: Dict[str, Any], path: str) -> None:
     xs = range(len(sd))
     meas = [c["sets"]["all"]["pooled"]["tokens_per_call"] or 0 for c in sd]
     ax.bar(xs, meas, color="#3a7", label="measured tok/call")
-    for key, mk, name in (("expected_tpc", "_", "E[tok/call] at gamma"), ("classic_limit", "v", "1/(1-alpha)"),
+    for key, mk, name in (("expected_tpc", "D", "E[tok/call] at gamma"), ("classic_limit", "v", "1/(1-alpha)"),
                           ("pa_bound", "^", "Pankratov-Alistarh (P=gamma+1)")):
         vals = [_num(c["sets"]["all"]["bounds"][key]) for c in sd]
         pts = [(x, v) for x, v in zip(xs, vals) if v is not None and v != float("inf")]
