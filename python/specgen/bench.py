@@ -382,8 +382,15 @@ def run(
     # Warm-up: every Generator once (pages in the weights, sizes the buffers), untimed.
     if warmup:
         for key, g in gens.items():
-            if not isinstance(g, Exception):
+            if isinstance(g, Exception):
+                continue
+            try:
                 g.generate(token_ids[0], max_tokens=min(8, max_tokens), temperature=0.0, seed=seed)
+            except Exception as e:
+                for cell in cells:
+                    if cell.generator_key == key:
+                        status[cell] = f"error: {type(e).__name__}: {e}"
+        live = [c for c in cells if status[c] == "ok"]
 
     jobs = []
     for r in range(repeats):
@@ -396,9 +403,17 @@ def run(
     for r, pi, cell in jobs:
         g = gens[cell.generator_key]
         p = prompt_rows[pi]
+        if status[cell] != "ok":  # failed earlier in this run: skip its remaining jobs
+            bar.update(f"{cell.label} skipped")
+            continue
         t0 = time.perf_counter()
-        res = g.generate(token_ids[pi], max_tokens=max_tokens, temperature=cell.temperature,
-                         seed=seed + 1000 * r + pi)
+        try:
+            res = g.generate(token_ids[pi], max_tokens=max_tokens, temperature=cell.temperature,
+                             seed=seed + 1000 * r + pi)
+        except Exception as e:  # one failing configuration must not sink the matrix
+            status[cell] = f"error: {type(e).__name__}: {e}"
+            bar.update(f"{cell.label} failed")
+            continue
         wall = time.perf_counter() - t0
         st = dict(res.stats)
         runs.append({
