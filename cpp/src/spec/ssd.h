@@ -1,0 +1,182 @@
+// Speculative speculative decoding (Saguaro, ALGORITHMS.md section 4): the drafter works on its own
+// thread and backend WHILE the target verifies, pre-drafting round t+1 for the likely verdicts of
+// round t into a speculation cache keyed by (accepted length k, bonus token).
+//
+// Notation as in verify.h: round t verifies x_1..x_K (proposal q'_1..q'_K) after `pending`; its verdict
+// is (k, y): x_1..x_k accepted, y the correction (k < K) or bonus (k == K).
+//
+// One round, main thread (engine/generator.cpp step() calls acquire -> launch -> resolve):
+//   acquire(): the proposal for this round: the cache entry of the last verdict (hit), else the
+//              backup: `neural` drafts K tokens now with the SSD drafter, `fast` proposes n-gram point
+//              masses.
+//   launch():  hands [history, x_1..x_K] to the worker and returns at once; the target verifies.
+//   resolve(): posts the verdict (k, y). The worker stops at its next check unless it is drafting
+//              the branch (k, y), which it finishes (the target waits for that: ssd_wait_seconds).
+// Worker, per round:
+//   A. one forward of the drafter over the K+1 positions [pending, x_1..x_K] (only the rows its own
+//      KV cache lacks), giving l_0..l_K. l_k for k < K is the drafter's distribution at x_{k+1}: when
+//      the proposal came from this drafter its candidates were recorded while drafting, so only l_K's
+//      head row is computed; after an n-gram proposal all K+1 head rows are.
+//   B. for each outcome k the bonus candidates are the top-F_k tokens of l_k (raw logit order),
+//      excluding x_{k+1} when k < K under token-wise verification (its residual is zero there). Under
+//      block verification the next token CAN equal x_{k+1} (verify.h), so it is not excluded.
+//      Branches (k, bonus) are drafted one after another, most likely first (score P(k) / rank^2 with
+//      P(k) from the measured acceptance), until the verdict arrives or the budget is spent.
+//
+// Branches are drafted SEQUENTIALLY, not as one batched tree-masked forward: the backend's attention
+// takes positions = cache rows (no tree mask), and on CPU a batch of B rows costs about B single rows
+// (compute-bound), so batching would buy little here. Sequential branches can stop at any forward
+// when the verdict arrives, which a batch cannot.
+//
+// KV cache: the SSD drafter owns its cache (the `self` drafter computes its own first L layers on the
+// shared, immutable target weights; a `model` drafter uses its own file). Branches are drafted in
+// place at the positions they would occupy; `cached_` records which tokens the cache rows hold, and
+// every forward first keeps only the longest common prefix with the context it needs (as in
+// drafter_neural.cpp), so a branch that overwrote rows of the main line is simply recomputed next
+// time (a few rows, batched). Nothing is copied, and a hit costs no KV work beyond those rows.
+//
+// Losslessness: each branch is sampled with its own rng stream (seeded by request seed, round, k,
+// bonus), independent of the verifier's coins, and whether a branch is used depends only on the
+// verdict and on which branches STARTED before it (never on the branch's own tokens: a started hit
+// is always finished). So a hit's x'_i ~ q'_i exactly, and the verifier gets that q'_i (Saguaro:
+// q' is the reweighted distribution actually sampled from). Greedy output equals AR token for token.
+// Sampled output follows the AR distribution exactly but, unlike sequential SD, is not reproducible
+// from the seed alone: which rounds hit depends on timing.
+//
+// Threads: one worker std::thread per request, started by begin() and joined by end() / the
+// destructor. The main thread touches the drafter's evaluator, cache and entries only while the
+// worker is idle; the hand-off is one mutex + condition variable.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/params.h"
+#include "engine/stats.h"
+#include "sampling/rng.h"
+#include "sampling/sampling.h"
+#include "spec/drafter.h"
+#include "spec/verify.h"
+
+namespace specgen {
+
+class model;
+class tokenizer;
+class kv_cache;
+class evaluator;
+class gguf_file;
+struct backend;
+
+// Saguaro sampling (section 4.5): out(t) proportional to c * q(t) for the f most probable tokens of q
+// (ties: lower id first), q(t) otherwise. c in [0, 1]. When that leaves no mass (c == 0 and the top f
+// cover q's support) the reweighting is skipped and out = q, so out is always a distribution that
+// can be sampled. The result lists the same ids as q (zero-probability entries dropped).
+void saguaro_reweight(const token_dist& q, int f, float c, token_dist& out);
+
+// Fan-out per outcome k = 0..K. uniform: F_k = f0. geometric (the paper's schedule for a power-law
+// miss model 1 - p_hit(F) = F^-r): F_k = max(1, round(f0 * a^(k / (1 + r)))).
+std::vector<int> ssd_fanouts(ssd_schedule schedule, int f0, int K, double a, double r);
+
+class ssd_speculator {
+public:
+    // Loads the drafter (params.draft: "self" or a draft GGUF path) with its own backend of
+    // n_threads_draft threads and its own KV cache. Throws invalid_argument_error for "ngram" or "".
+    ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok);
+    ~ssd_speculator();
+    ssd_speculator(const ssd_speculator&) = delete;
+    ssd_speculator& operator=(const ssd_speculator&) = delete;
+
+    // A request starts (prompt = its history, the last token pending): resets the cache and starts
+    // the worker thread.
+    void begin(const std::vector<int32_t>& prompt, const sampling_params& sp, uint64_t seed, verify_method method);
+    // Stops and joins the worker (idempotent). Called when a request finishes or is cancelled.
+    void end();
+
+    // Fills `out` with this round's proposal (at most max_n tokens, max_n >= 0) for `history`.
+    void acquire(const std::vector<int32_t>& history, int max_n, float p_min, draft_proposal& out,
+                 generation_stats& stats);
+    // Starts drafting round t+1 concurrently; `prop` holds round t's x_1..x_gamma.
+    void launch(const std::vector<int32_t>& history, const draft_proposal& prop, int gamma);
+    // Posts the verdict of the launched round and waits until the worker is not drafting its branch.
+    void resolve(int n_accepted, int32_t next_token, generation_stats& stats);
+
+private:
+    struct entry;
+    struct job;
+    void worker_loop();
+    void run_job(const job& j);
+    // Drafts up to n tokens after ctx (its last token not yet forwarded) with rng `gen`, writing
+    // tokens, proposals q' and per-position candidates (raw top logits); stops early at p_min or
+    // when should_abort() says so (then returns false).
+    template <class Abort>
+    bool draft(const std::vector<int32_t>& ctx, int n, float p_min, rng& gen, std::vector<int32_t>& tokens,
+               std::vector<token_dist>& q, std::vector<std::vector<int32_t>>& cands, const std::vector<int>& fanout,
+               Abort should_abort);
+    // Forwards ctx rows [n_keep, ctx.size()) after truncating cached_ to the LCP; for each row r in
+    // `rows` (ascending) writes raw logits to logits_rows_[i].
+    template <class Abort>
+    bool forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort);
+    void top_candidates(const float* logits, int n, std::vector<int32_t>& out) const;
+    uint64_t stream_seed(uint64_t tag, int k, int32_t bonus) const;
+
+    generator_params params_;
+    std::shared_ptr<const gguf_file> draft_file_;
+    std::unique_ptr<model> draft_model_;  // null for "self"
+    const model* m_;
+    int n_layers_;
+    std::unique_ptr<backend> backend_;
+    std::unique_ptr<evaluator> eval_;
+    std::unique_ptr<kv_cache> cache_;
+    std::unique_ptr<drafter> ngram_;  // fast backup
+    int fanout_max_;
+
+    // Request state (main thread between launches; worker reads copies through `job`).
+    sampling_params sp_;
+    uint64_t seed_ = 0;
+    verify_method method_ = verify_method::block;
+    uint64_t round_ = 0;
+    double accept_estimate_ = 0.5;  // running mean acceptance (for the geometric schedule)
+    std::vector<std::vector<int32_t>> cur_cands_;  // candidates of the proposal being verified
+    int hit_ = -1;                  // entry index of the last verdict's hit, -1 miss
+    bool have_verdict_ = false;
+
+    // Drafter scratch (worker while busy, main while idle).
+    std::vector<int32_t> cached_;   // tokens whose KV rows the drafter's cache holds (a prefix)
+    std::vector<int32_t> work_;
+    std::vector<std::vector<float>> logits_rows_;
+    std::vector<float> logits_;
+    logits_processor processor_;
+    token_dist q_raw_;
+    mutable std::vector<std::pair<float, int32_t>> heap_;
+
+    // Speculation cache: fixed storage, n_entries_ used (guarded by mu_ while the worker runs).
+    std::vector<entry> entries_;
+    int n_entries_ = 0;
+
+    // Hand-off.
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::thread worker_;
+    std::unique_ptr<job> next_job_;
+    bool busy_ = false;
+    bool stop_ = false;
+    bool verdict_posted_ = false;
+    int verdict_k_ = -1;
+    int32_t verdict_y_ = -1;
+    int cur_k_ = -1;                 // branch the worker is drafting, -1 none
+    int32_t cur_bonus_ = -1;
+    std::atomic<bool> interrupt_{false};  // verdict posted, new job or stop: check at the next forward
+    std::exception_ptr error_;
+    // Counters written by the worker under mu_.
+    int64_t branches_ = 0;
+    double overlap_seconds_ = 0;
+    std::chrono::steady_clock::time_point t_launch_, t_verdict_;
+};
+
+}  // namespace specgen
