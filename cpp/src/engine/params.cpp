@@ -24,6 +24,11 @@ void generator_params::validate() const {
     require(ngram_min >= 1 && ngram_max >= ngram_min && ngram_max <= 64, "need 1 <= ngram_min <= ngram_max <= 64");
     require(nanospec_capacity >= 16 && nanospec_capacity <= (1 << 20), "nanospec_capacity must be in [16, 1048576]");
     require(frspec >= 0, "frspec must be >= 0");
+    require(ssd_fanout >= 1 && ssd_fanout <= 64, "ssd_fanout must be in [1, 64], got " + std::to_string(ssd_fanout));
+    require(ssd_budget >= -1, "ssd_budget must be >= -1 (-1 = until the verdict), got " + std::to_string(ssd_budget));
+    require(std::isfinite(saguaro_c) && saguaro_c >= 0 && saguaro_c <= 1, "saguaro_c must be in [0, 1]");
+    require(!ssd || (!draft.empty() && draft != "ngram"),
+            "ssd=True needs a neural drafter: draft='self' or a draft model (got '" + draft + "')");
 }
 
 void generate_params::validate() const {

@@ -10,6 +10,8 @@
 namespace specgen {
 
 enum class verify_mode { token, block };
+enum class ssd_schedule { uniform, geometric };  // SSD fan-out per outcome (ALGORITHMS.md 4.6)
+enum class ssd_backup_mode { neural, fast };    // SSD cache miss: draft K now | n-gram point masses
 
 struct generator_params {
     std::string model_path;
@@ -29,6 +31,11 @@ struct generator_params {
     int32_t nanospec_capacity = 3072;
     int32_t frspec = 0;           // FR-Spec baseline: draft head over the N most frequent tokens
     bool ssd = false;             // Saguaro: draft concurrently with verification (ALGORITHMS.md 4)
+    int32_t ssd_fanout = 4;       // F (uniform) or F_0 (geometric): bonus candidates per outcome
+    ssd_schedule ssd_fanout_schedule = ssd_schedule::uniform;
+    ssd_backup_mode ssd_backup = ssd_backup_mode::neural;
+    int32_t ssd_budget = -1;      // most branches drafted per round; -1: until the verdict arrives
+    float saguaro_c = 1.0f;       // Saguaro sampling weight C in [0, 1] on the top-F draft tokens; 1 = off
 
     // Throws invalid_argument_error naming the first bad field.
     void validate() const;

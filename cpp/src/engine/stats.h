@@ -24,12 +24,20 @@ struct generation_stats {
     double sum_entropy2 = 0;       // sum of sum p (ln p)^2
     double sum_alpha = 0;          // sum over drafted positions of sum_x min(p, q)
     int64_t n_alpha = 0;
+    // SSD / Saguaro (ALGORITHMS.md 4)
+    int64_t ssd_hits = 0;           // rounds whose proposal came from the speculation cache
+    int64_t ssd_misses = 0;         // rounds that ran the backup instead (the first round excluded)
+    int64_t ssd_branches = 0;       // branches (k, bonus) drafted to completion
+    double ssd_wait_seconds = 0;    // target idle: waiting for the drafter (hit branch, neural backup)
+    double ssd_overlap_seconds = 0; // drafter busy while the target verified
     // NanoSpec
     int64_t vocab_set_size = 0;    // |S| at the end
 
     double prefill_tokens_per_second() const { return prefill_seconds > 0 ? n_prompt_tokens / prefill_seconds : 0; }
     double decode_tokens_per_second() const { return decode_seconds > 0 ? n_generated / decode_seconds : 0; }
     double acceptance_rate() const { return n_drafted ? double(n_accepted) / n_drafted : 0; }
+    double ssd_hit_rate() const { return ssd_hits + ssd_misses ? double(ssd_hits) / (ssd_hits + ssd_misses) : 0; }
+    double ssd_overlap_fraction() const { return verify_seconds > 0 ? ssd_overlap_seconds / verify_seconds : 0; }
     double mean_accepted_length() const { return n_rounds ? 1.0 + double(n_accepted) / n_rounds : 0; }
 };
 
