@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "spec/drafters.h"
+#include "spec/ssd.h"
 
 namespace specgen {
 
@@ -45,7 +46,10 @@ generator::generator(const generator_params& params) : params_(params), verifier
     eval_ = std::make_unique<evaluator>(*model_, *backend_);
     cache_ = std::make_unique<kv_cache>(model_->hp(), params_.n_ctx);
     verifier_ = verifier(model_->hp().n_vocab);
-    drafter_ = make_drafter(params_, *model_, *tokenizer_, *cache_, *backend_);
+    if (params_.ssd)
+        ssd_ = std::make_unique<ssd_speculator>(params_, *model_, *tokenizer_);
+    else
+        drafter_ = make_drafter(params_, *model_, *tokenizer_, *cache_, *backend_);
 }
 
 generator::~generator() {
@@ -95,7 +99,14 @@ generation::generation(generator& g, const std::vector<int32_t>& prompt, const g
 }
 
 generation::~generation() {
-    if (gen_ && gen_->live_ == this) gen_->live_ = nullptr;
+    if (gen_ && gen_->live_ == this) {
+        if (gen_->ssd_) gen_->ssd_->end();
+        gen_->live_ = nullptr;
+    }
+}
+
+verify_method generation::method() const {
+    return gen_->params_.verify == verify_mode::block ? verify_method::block : verify_method::token;
 }
 
 void generation::prefill() {
@@ -106,6 +117,7 @@ void generation::prefill() {
         gen_->eval_->forward(*gen_->cache_, history_.data() + i, std::min(kPrefillChunk, n - i), i, n_layer);
     n_past_ = n;
     if (gen_->drafter_) gen_->drafter_->begin(history_);
+    if (gen_->ssd_) gen_->ssd_->begin(history_, params_.sampling, params_.seed, method());
     stats_.prefill_seconds = seconds_since(t0);
     if (params_.max_tokens == 0) finish(finish_reason::length);
 }
@@ -118,6 +130,7 @@ void generation::cancel() {
 
 std::string generation::finish(finish_reason r) {
     reason_ = r;
+    if (gen_ && gen_->ssd_ && gen_->live_ == this) gen_->ssd_->end();  // joins the drafter thread
     out_ += stream_.finish();
     return out_;
 }
@@ -156,7 +169,14 @@ std::string generation::step() {
     const int32_t pending = history_.back();
     int gamma = 0;
     int64_t budget = params_.max_tokens < 0 ? INT64_MAX : params_.max_tokens - int64_t(generated_.size());
-    if (g.drafter_) {
+    if (g.ssd_) {
+        const int room = n_ctx - n_past_ - 1;
+        const int max_n = int(std::max<int64_t>(0, std::min<int64_t>({g.params_.draft_max, room, budget - 1})));
+        g.ssd_->acquire(history_, max_n, g.params_.draft_p_min, proposal_, stats_);  // cache hit or backup
+        gamma = int(proposal_.tokens.size());
+        if (gamma < g.params_.draft_min) gamma = 0;
+        g.ssd_->launch(history_, proposal_, gamma);  // drafts round t+1 while the target verifies
+    } else if (g.drafter_) {
         const int room = n_ctx - n_past_ - 1;
         const int max_n = int(std::min<int64_t>({g.params_.draft_max, room, budget - 1}));
         if (max_n > 0) {
@@ -185,10 +205,10 @@ std::string generation::step() {
     history_.resize(history_.size() - gamma);
 
     // 3. Verify: keep x_1..x_k and one corrected/bonus token y.
-    const verify_method method = g.params_.verify == verify_mode::block ? verify_method::block : verify_method::token;
-    verify_result vr = g.verifier_.verify(method, proposal_.tokens.data(), gamma, p_.data(), proposal_.q.data(), rng_, &row_stats_);
+    verify_result vr = g.verifier_.verify(method(), proposal_.tokens.data(), gamma, p_.data(), proposal_.q.data(), rng_, &row_stats_);
     stats_.verify_seconds += seconds_since(t_verify);
-    if (g.drafter_) {
+    if (g.ssd_) g.ssd_->resolve(vr.n_accepted, vr.next_token, stats_);  // a hit readies round t+1's draft
+    if (g.drafter_ || g.ssd_) {
         stats_.n_rounds += 1;
         stats_.n_drafted += gamma;
         stats_.n_accepted += vr.n_accepted;

@@ -27,6 +27,7 @@ namespace specgen {
 
 class gguf_file;
 class generation;
+class ssd_speculator;
 
 class generator {
 public:
@@ -58,6 +59,7 @@ private:
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<drafter> drafter_;
+    std::unique_ptr<ssd_speculator> ssd_;  // params.ssd: drafts concurrently (spec/ssd.h); drafter_ is null
     verifier verifier_;
     generation* live_ = nullptr;
 };
@@ -88,6 +90,7 @@ private:
     friend class generator;
     void prefill();
     int emit(int32_t token);  // returns 1 if generation continues
+    verify_method method() const;
     std::string finish(finish_reason r);
 
     generator* gen_;
