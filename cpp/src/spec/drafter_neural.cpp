@@ -128,7 +128,6 @@ std::unique_ptr<drafter> make_drafter(const generator_params& params, const mode
     if (params.draft.empty()) return nullptr;
     if (params.nanospec) throw not_implemented_error("nanospec=True is not implemented yet (NanoSpec issue)");
     if (params.frspec > 0) throw not_implemented_error("frspec is not implemented yet (NanoSpec issue)");
-    if (params.ssd) throw not_implemented_error("ssd=True is not implemented yet (SSD / Saguaro issue)");
     if (params.draft == "ngram") return make_ngram_drafter(params.ngram_max, params.ngram_min);
     if (params.draft == "self") {
         const int n_layer = target.hp().n_layer;
