@@ -13,6 +13,8 @@ from specgen.hub import resolve_model
 
 _VERIFY = ("token", "block")
 _DRAFT_KINDS = ("self", "ngram")
+_SSD_SCHEDULES = ("uniform", "geometric")
+_SSD_BACKUPS = ("neural", "fast")
 
 
 @dataclass
@@ -56,6 +58,13 @@ class Generator:
     target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
     vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying.
+
+    SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
+    ``n_threads_draft`` threads while the target verifies, pre-drafting the next round for the
+    ``ssd_fanout`` most likely bonus tokens of every outcome (``ssd_fanout_schedule`` "uniform" or
+    "geometric"), at most ``ssd_budget`` branches per round (-1: until the verdict). A cache miss runs
+    ``ssd_backup``: "neural" (draft now) or "fast" (n-gram). ``saguaro_c`` in [0, 1] down-weights the
+    drafter's top-F tokens (Saguaro sampling; 1 = off). Output stays lossless.
     """
 
     def __init__(
@@ -78,6 +87,11 @@ class Generator:
         nanospec_capacity: int = 3072,
         frspec: int = 0,
         ssd: bool = False,
+        ssd_fanout: int = 4,
+        ssd_fanout_schedule: str = "uniform",
+        ssd_backup: str = "neural",
+        ssd_budget: int = -1,
+        saguaro_c: float = 1.0,
         device: str = "cpu",
         cache_dir: Optional[Union[str, os.PathLike]] = None,
         model_path: Optional[Union[str, os.PathLike]] = None,
@@ -116,6 +130,17 @@ class Generator:
         p.nanospec_capacity = _check_int("nanospec_capacity", nanospec_capacity, 16, 1 << 20)
         p.frspec = _check_int("frspec", frspec, 0)
         p.ssd = ssd
+        if ssd_fanout_schedule not in _SSD_SCHEDULES:
+            raise InvalidParameterError(f"ssd_fanout_schedule must be one of {_SSD_SCHEDULES}, got {ssd_fanout_schedule!r}")
+        if ssd_backup not in _SSD_BACKUPS:
+            raise InvalidParameterError(f"ssd_backup must be one of {_SSD_BACKUPS}, got {ssd_backup!r}")
+        p.ssd_fanout = _check_int("ssd_fanout", ssd_fanout, 1, 64)
+        p.ssd_fanout_schedule = getattr(_core.SsdSchedule, ssd_fanout_schedule)
+        p.ssd_backup = getattr(_core.SsdBackup, ssd_backup)
+        p.ssd_budget = _check_int("ssd_budget", ssd_budget, -1)
+        p.saguaro_c = _check_float("saguaro_c", saguaro_c, 0.0, 1.0)
+        if ssd and (draft is None or str(draft) == "ngram"):
+            raise InvalidParameterError("ssd=True needs a neural drafter: draft='self' or a draft model")
         if draft is None:
             p.draft = ""
         elif str(draft) in _DRAFT_KINDS:

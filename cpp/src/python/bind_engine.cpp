@@ -4,12 +4,14 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include "engine/generator.h"
 #include "gguf/gguf_reader.h"
 #include "python/bindings.h"
 #include "quant/quant.h"
+#include "spec/ssd.h"
 
 namespace nb = nanobind;
 
@@ -40,6 +42,13 @@ nb::dict stats_dict(const generation_stats& s) {
     d["sum_alpha"] = s.sum_alpha;
     d["n_alpha"] = s.n_alpha;
     d["vocab_set_size"] = s.vocab_set_size;
+    d["ssd_hits"] = s.ssd_hits;
+    d["ssd_misses"] = s.ssd_misses;
+    d["ssd_hit_rate"] = s.ssd_hit_rate();
+    d["ssd_branches"] = s.ssd_branches;
+    d["ssd_wait_seconds"] = s.ssd_wait_seconds;
+    d["ssd_overlap_seconds"] = s.ssd_overlap_seconds;
+    d["ssd_overlap_fraction"] = s.ssd_overlap_fraction();
     return d;
 }
 
@@ -47,6 +56,18 @@ nb::dict stats_dict(const generation_stats& s) {
 
 void bind_engine(nb::module_& m) {
     nb::enum_<verify_mode>(m, "VerifyMode").value("token", verify_mode::token).value("block", verify_mode::block);
+    nb::enum_<ssd_schedule>(m, "SsdSchedule").value("uniform", ssd_schedule::uniform).value("geometric", ssd_schedule::geometric);
+    nb::enum_<ssd_backup_mode>(m, "SsdBackup").value("neural", ssd_backup_mode::neural).value("fast", ssd_backup_mode::fast);
+    m.def(
+        "saguaro_reweight",
+        [](const std::vector<int32_t>& ids, const std::vector<float>& probs, int f, float c) {
+            token_dist q{ids, probs}, out;
+            saguaro_reweight(q, f, c, out);
+            return std::make_pair(out.ids, out.probs);
+        },
+        nb::arg("ids"), nb::arg("probs"), nb::arg("f"), nb::arg("c"),
+        "Saguaro sampling (ALGORITHMS.md 4.5): weight c on the f most probable tokens, renormalised. "
+        "Returns (ids, probs); the C++ function the SSD drafter samples from.");
 
     nb::class_<generator_params>(m, "GeneratorParams")
         .def(nb::init<>())
@@ -66,6 +87,11 @@ void bind_engine(nb::module_& m) {
         .def_rw("nanospec_capacity", &generator_params::nanospec_capacity)
         .def_rw("frspec", &generator_params::frspec)
         .def_rw("ssd", &generator_params::ssd)
+        .def_rw("ssd_fanout", &generator_params::ssd_fanout)
+        .def_rw("ssd_fanout_schedule", &generator_params::ssd_fanout_schedule)
+        .def_rw("ssd_backup", &generator_params::ssd_backup)
+        .def_rw("ssd_budget", &generator_params::ssd_budget)
+        .def_rw("saguaro_c", &generator_params::saguaro_c)
         .def("validate", &generator_params::validate);
 
     nb::class_<generate_params>(m, "GenerateParams")
