@@ -1,0 +1,158 @@
+"""SSD / Saguaro (ALGORITHMS.md section 4) is lossless and race-free.
+
+1. Saguaro sampling: the C++ reweighting (q'(t) ~ C q(t) on the top-F of q, q(t) elsewhere) gives a
+   proposal the verifiers stay lossless with: Monte Carlo of the C++ verifier with a q' tree built by
+   that function, chi-square against the target's joint (the method of tests/test_verify.py).
+2. Greedy identity with plain decoding on Gemma 3 270M, for cache hits (full-depth self drafter: every
+   round is fully accepted, so the (K, top-1) branch is the verdict) and for forced misses
+   (ssd_budget=0: no branch is drafted), with both backups and both verifiers.
+3. Sampling at temperature 1 follows the target (chi-square on the first token).
+4. No races: 50 short generations back to back on one Generator, each starting and joining the drafter
+   thread, all identical to plain decoding. (tools/tsan_ssd.sh runs the C++ program under TSAN.)
+"""
+import numpy as np
+import pytest
+
+import specgen
+import specgen.verify as sv
+from specgen import _core
+from specgen.errors import InvalidParameterError
+
+from test_speculative import _goodness_of_fit
+from test_verify import chi2_test, make_case, off, target_joint
+
+PROMPT = "The history of the printing press begins"
+N = 24
+
+
+@pytest.fixture(scope="module")
+def ar(gen):
+    return gen.generate(PROMPT, max_tokens=N, temperature=0).tokens
+
+
+def _ssd(model_path, **kw):
+    kw.setdefault("draft", "self")
+    return specgen.Generator(model_path, n_ctx=256, n_threads=1, n_threads_draft=1, ssd=True, **kw)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. Saguaro reweighting
+def test_saguaro_reweight_definition():
+    ids, probs = [3, 1, 7, 2], [0.1, 0.4, 0.3, 0.2]
+    out_ids, out_p = _core.saguaro_reweight(ids, probs, 2, 0.5)
+    q = dict(zip(out_ids, out_p))
+    # top-2 are ids 1 (0.4) and 7 (0.3): weight 0.5, total 0.5*0.7 + 0.3 = 0.65
+    assert q[1] == pytest.approx(0.2 / 0.65, rel=1e-6) and q[7] == pytest.approx(0.15 / 0.65, rel=1e-6)
+    assert q[3] == pytest.approx(0.1 / 0.65, rel=1e-6) and q[2] == pytest.approx(0.2 / 0.65, rel=1e-6)
+    # C = 1 is the identity; C = 0 removes the top-F; C = 0 covering the support keeps q
+    assert _core.saguaro_reweight(ids, probs, 2, 1.0) == (ids, pytest.approx(probs))
+    ids0, p0 = _core.saguaro_reweight(ids, probs, 2, 0.0)
+    assert sorted(ids0) == [2, 3] and sum(p0) == pytest.approx(1.0)
+    assert _core.saguaro_reweight([5], [1.0], 1, 0.0) == ([5], [1.0])
+    with pytest.raises(Exception):
+        _core.saguaro_reweight(ids, probs, 2, 1.5)
+
+
+def _reweight_tree(Q, f, c):
+    out = np.zeros_like(Q)
+    for i, row in enumerate(Q):
+        ids = [int(t) for t in np.nonzero(row)[0]]
+        rid, rp = _core.saguaro_reweight(ids, [float(row[t]) for t in ids], f, c)
+        out[i, rid] = rp
+    return out
+
+
+@pytest.mark.parametrize("method", ["token", "block"])
+@pytest.mark.parametrize("V,g,f,c", [(3, 3, 1, 0.3), (4, 3, 2, 0.0), (4, 4, 2, 0.5)])
+def test_verifier_lossless_with_saguaro_proposals(method, V, g, f, c):
+    P, Q = make_case(V, g, "full")
+    Qs = _reweight_tree(Q, f, c)
+    assert Qs.shape == (off(V, g), V)
+    sim = sv.simulate(method, P, Qs, g, 400_000, seed=V * 31 + g)
+    stat, thr = chi2_test(sim["completed"], target_joint(P, V, g))
+    assert stat < thr, f"chi2 {stat:.1f} >= {thr:.1f}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. greedy identity: hits and forced misses, both backups
+def test_greedy_identity_hits(model_path, ar):
+    g = _ssd(model_path, draft_max=2, ssd_fanout=1)
+    try:
+        r = g.generate(PROMPT, max_tokens=N, temperature=0)
+        s = r.stats
+        assert r.tokens == ar
+        # every round but the first looks up the cache (the last may draft nothing: max_tokens)
+        assert s["n_rounds"] - 2 <= s["ssd_hits"] + s["ssd_misses"] <= s["n_rounds"] - 1
+        assert s["n_accepted"] == s["n_drafted"]  # the full-depth self drafter is the target
+    finally:
+        g.close()
+
+
+@pytest.mark.parametrize("backup", ["neural", "fast"])
+@pytest.mark.parametrize("verify", ["token", "block"])
+def test_greedy_identity_forced_misses(model_path, ar, backup, verify):
+    g = _ssd(model_path, self_layers=6, draft_max=3, ssd_budget=0, ssd_backup=backup, verify=verify)
+    try:
+        r = g.generate(PROMPT, max_tokens=N, temperature=0)
+        assert r.tokens == ar
+        assert r.stats["ssd_hits"] == 0 and r.stats["ssd_branches"] == 0
+        assert r.stats["n_rounds"] - 2 <= r.stats["ssd_misses"] <= r.stats["n_rounds"] - 1
+    finally:
+        g.close()
+
+
+@pytest.mark.parametrize("schedule", ["uniform", "geometric"])
+def test_greedy_identity_partial_drafter(model_path, ar, schedule):
+    g = _ssd(model_path, self_layers=9, draft_max=2, ssd_fanout=3, ssd_fanout_schedule=schedule,
+             verify="token", saguaro_c=0.5)
+    try:
+        assert g.generate(PROMPT, max_tokens=N, temperature=0).tokens == ar
+    finally:
+        g.close()
+
+
+def test_parameter_checks(model_path):
+    with pytest.raises(InvalidParameterError):
+        specgen.Generator(model_path, ssd=True)  # no drafter
+    with pytest.raises(InvalidParameterError):
+        specgen.Generator(model_path, ssd=True, draft="ngram")
+    with pytest.raises(InvalidParameterError):
+        specgen.Generator(model_path, ssd=True, draft="self", saguaro_c=1.5)
+    with pytest.raises(InvalidParameterError):
+        specgen.Generator(model_path, ssd=True, draft="self", ssd_backup="slow")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 3. sampling at temperature 1
+def test_sampling_matches_target_distribution(model_path, gen):
+    prompt = "My favourite colour is"
+    g = _ssd(model_path, self_layers=9, draft_max=2, ssd_fanout=2, saguaro_c=0.5, verify="token")
+    firsts = []
+    try:
+        for seed in range(300):
+            r = g.generate(prompt, max_tokens=2, temperature=1.0, top_k=40, top_p=1.0, min_p=0.0, seed=seed)
+            firsts.append(r.tokens[0])
+    finally:
+        g.close()
+    sp = _core.SamplingParams()
+    sp.temperature, sp.top_k, sp.top_p, sp.min_p = 1.0, 40, 1.0, 0.0
+    ids = gen.tokenize(prompt)
+    ids_p, probs_p = _core.process_logits(gen.logits(ids)[-1], sp, np.array(ids, dtype=np.int32))
+    assert _goodness_of_fit(firsts, list(ids_p), list(probs_p)) > 1e-3
+
+
+# ---------------------------------------------------------------------------------------------------
+# 4. no races: many short requests, threads started and joined each time, cancellation mid-way
+def test_repeated_generations_and_cancel(model_path, ar):
+    g = _ssd(model_path, self_layers=0, draft_max=2, ssd_fanout=2)
+    try:
+        for i in range(50):
+            r = g.generate(PROMPT, max_tokens=6, temperature=0)
+            assert r.tokens == ar[:6], f"run {i}"
+        for _ in range(5):  # a stream abandoned after one piece cancels the request (joins the thread)
+            it = g.generate(PROMPT, max_tokens=20, temperature=0, stream=True)
+            next(it)
+            it.close()
+        assert g.generate(PROMPT, max_tokens=N, temperature=0).tokens == ar
+    finally:
+        g.close()
