@@ -74,6 +74,16 @@ SPECGEN_API const char * specgen_version(void);
 
 typedef struct specgen_generator specgen_generator; /* opaque */
 
+typedef enum specgen_ssd_schedule {
+    SPECGEN_SSD_SCHEDULE_UNIFORM = 0,   /* F_k = ssd_fanout */
+    SPECGEN_SSD_SCHEDULE_GEOMETRIC = 1, /* F_k = F_0 * a^(k/2), a = measured acceptance */
+} specgen_ssd_schedule;
+
+typedef enum specgen_ssd_backup {
+    SPECGEN_SSD_BACKUP_NEURAL = 0, /* draft K tokens now with the drafter */
+    SPECGEN_SSD_BACKUP_FAST = 1,   /* n-gram proposal (point masses) */
+} specgen_ssd_backup;
+
 typedef enum specgen_draft_kind {
     SPECGEN_DRAFT_KIND_NONE = 0,  /* plain (autoregressive) decoding */
     SPECGEN_DRAFT_KIND_MODEL = 1, /* a separate draft GGUF (draft_path) with the target's vocabulary */
@@ -104,7 +114,12 @@ typedef struct specgen_generator_params {
     bool nanospec;                 /* draft head over the in-context vocabulary (NanoSpec) */
     int32_t nanospec_capacity;     /* NanoSpec vocabulary capacity, [16, 1048576]; default 3072 */
     int32_t frspec;                /* FR-Spec baseline: draft head over the N most frequent tokens; 0 off */
-    bool ssd;                      /* Saguaro: draft concurrently with verification */
+    bool ssd;                      /* Saguaro: draft concurrently with verification (needs SELF or MODEL) */
+    int32_t ssd_fanout;            /* SSD: bonus candidates per outcome (F, or F_0 when geometric), [1, 64]; default 4 */
+    specgen_ssd_schedule ssd_fanout_schedule; /* default SPECGEN_SSD_SCHEDULE_UNIFORM */
+    specgen_ssd_backup ssd_backup; /* on a cache miss; default SPECGEN_SSD_BACKUP_NEURAL */
+    int32_t ssd_budget;            /* SSD: most branches drafted per round, -1: until the verdict; default -1 */
+    float saguaro_c;               /* Saguaro sampling weight on the drafter's top-F tokens, [0, 1]; 1 = off */
 } specgen_generator_params;
 
 /* The defaults listed above. */
@@ -198,6 +213,13 @@ typedef struct specgen_stats {
     double mean_accepted_length;       /* tokens per target call: 1 + n_accepted / n_rounds */
     double draft_seconds;
     double verify_seconds;
+    /* SSD (all 0 without ssd). */
+    int64_t ssd_hits;                  /* rounds whose draft came from the speculation cache */
+    int64_t ssd_misses;                /* rounds that ran the backup (first round excluded) */
+    double ssd_hit_rate;               /* hits / (hits + misses) */
+    int64_t ssd_branches;              /* branches drafted */
+    double ssd_wait_seconds;           /* target idle, waiting for the drafter */
+    double ssd_overlap_fraction;       /* drafter busy time during verification / verify time */
 } specgen_stats;
 
 /* Called with each new piece of text: whole UTF-8 characters, never empty, not NUL-terminated

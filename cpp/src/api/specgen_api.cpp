@@ -89,6 +89,12 @@ void fill_stats(const specgen::generation& g, uint64_t seed, specgen_stats* out)
     out->mean_accepted_length = s.mean_accepted_length();
     out->draft_seconds = s.draft_seconds;
     out->verify_seconds = s.verify_seconds;
+    out->ssd_hits = s.ssd_hits;
+    out->ssd_misses = s.ssd_misses;
+    out->ssd_hit_rate = s.ssd_hit_rate();
+    out->ssd_branches = s.ssd_branches;
+    out->ssd_wait_seconds = s.ssd_wait_seconds;
+    out->ssd_overlap_fraction = s.ssd_overlap_fraction();
 }
 
 specgen::generate_params to_engine(const specgen_generate_params& p, uint64_t seed) {
@@ -197,6 +203,11 @@ specgen_generator_params specgen_generator_default_params(void) {
     p.nanospec_capacity = d.nanospec_capacity;
     p.frspec = d.frspec;
     p.ssd = d.ssd;
+    p.ssd_fanout = d.ssd_fanout;
+    p.ssd_fanout_schedule = SPECGEN_SSD_SCHEDULE_UNIFORM;
+    p.ssd_backup = SPECGEN_SSD_BACKUP_NEURAL;
+    p.ssd_budget = d.ssd_budget;
+    p.saguaro_c = d.saguaro_c;
     return p;
 }
 
@@ -237,6 +248,19 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.nanospec_capacity = p.nanospec_capacity;
         gp.frspec = p.frspec;
         gp.ssd = p.ssd;
+        gp.ssd_fanout = p.ssd_fanout;
+        switch (p.ssd_fanout_schedule) {
+            case SPECGEN_SSD_SCHEDULE_UNIFORM: gp.ssd_fanout_schedule = specgen::ssd_schedule::uniform; break;
+            case SPECGEN_SSD_SCHEDULE_GEOMETRIC: gp.ssd_fanout_schedule = specgen::ssd_schedule::geometric; break;
+            default: return invalid("unknown ssd_fanout_schedule " + std::to_string(int(p.ssd_fanout_schedule)));
+        }
+        switch (p.ssd_backup) {
+            case SPECGEN_SSD_BACKUP_NEURAL: gp.ssd_backup = specgen::ssd_backup_mode::neural; break;
+            case SPECGEN_SSD_BACKUP_FAST: gp.ssd_backup = specgen::ssd_backup_mode::fast; break;
+            default: return invalid("unknown ssd_backup " + std::to_string(int(p.ssd_backup)));
+        }
+        gp.ssd_budget = p.ssd_budget;
+        gp.saguaro_c = p.saguaro_c;
         auto h = std::make_unique<specgen_generator>();
         h->gen = std::make_unique<specgen::generator>(gp);
         out = h.release();
