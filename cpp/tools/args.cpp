@@ -88,7 +88,12 @@ speculative decoding (lossless: greedy output is identical to plain decoding):
        --verify token|block   verification: token-wise or block/HSD (default: block)
        --nanospec             draft head over the in-context vocabulary (NanoSpec)
        --frspec N             FR-Spec baseline: draft head over the N most frequent tokens
-       --ssd                  draft concurrently with verification (Saguaro)
+       --ssd                  draft concurrently with verification (Saguaro; needs --draft self or -md)
+       --ssd-fanout N         SSD bonus candidates per outcome (default: 4)
+       --ssd-schedule S       SSD fan-out schedule: uniform|geometric (default: uniform)
+       --ssd-backup B         SSD cache miss: neural|fast (default: neural)
+       --ssd-budget N         SSD branches per round, -1 = until the verdict (default: -1)
+       --saguaro-c C          Saguaro sampling weight on the drafter's top-F tokens, 1 = off (default: 1.0)
 )";
 }
 
@@ -162,6 +167,19 @@ options parse_args(int argc, char** argv) {
         if (v == "token") g.verify = verify_mode::token;
         else if (v == "block") g.verify = verify_mode::block;
         else throw usage_error(f + " must be 'token' or 'block', got " + quoted(v));
+    });
+    add({"--ssd-fanout"}, [&](const std::string& f, const std::string& v) { g.ssd_fanout = int32_t(parse_int(f, v, 1, 64)); });
+    add({"--ssd-budget"}, [&](const std::string& f, const std::string& v) { g.ssd_budget = int32_t(parse_int(f, v, -1, 1 << 20)); });
+    add({"--saguaro-c"}, [&](const std::string& f, const std::string& v) { g.saguaro_c = float(parse_float(f, v, 0.0, 1.0)); });
+    add({"--ssd-schedule"}, [&](const std::string& f, const std::string& v) {
+        if (v == "uniform") g.ssd_fanout_schedule = ssd_schedule::uniform;
+        else if (v == "geometric") g.ssd_fanout_schedule = ssd_schedule::geometric;
+        else throw usage_error(f + " must be 'uniform' or 'geometric', got " + quoted(v));
+    });
+    add({"--ssd-backup"}, [&](const std::string& f, const std::string& v) {
+        if (v == "neural") g.ssd_backup = ssd_backup_mode::neural;
+        else if (v == "fast") g.ssd_backup = ssd_backup_mode::fast;
+        else throw usage_error(f + " must be 'neural' or 'fast', got " + quoted(v));
     });
     add({"--frspec"}, [&](const std::string& f, const std::string& v) { g.frspec = int32_t(parse_int(f, v, 0, 1 << 24)); });
 

@@ -79,7 +79,9 @@ std::string describe_speculation(const options& o, const generator_params& g) {
     if (g.draft == "self") s += ", self_layers " + std::to_string(g.self_layers);
     if (g.nanospec) s += ", nanospec";
     if (g.frspec) s += ", frspec " + std::to_string(g.frspec);
-    if (g.ssd) s += ", ssd";
+    if (g.ssd)
+        s += ", ssd (fanout " + std::to_string(g.ssd_fanout) + ", backup " +
+             (g.ssd_backup == ssd_backup_mode::fast ? "fast" : "neural") + ", saguaro_c " + std::to_string(g.saguaro_c) + ")";
     return s;
 }
 
@@ -105,6 +107,12 @@ void print_stats(const generation& gen, double load_ms, uint64_t seed) {
                      s.mean_accepted_length());
         std::fprintf(stderr, "specgen: draft time = %.2f ms, verify time = %.2f ms\n", s.draft_seconds * 1e3,
                      s.verify_seconds * 1e3);
+        if (s.ssd_hits + s.ssd_misses > 0)
+            std::fprintf(stderr,
+                         "specgen: ssd hit rate = %.2f%% (%lld/%lld), branches = %lld, target wait = %.2f ms, "
+                         "overlap = %.2f%%\n",
+                         100.0 * s.ssd_hit_rate(), (long long)s.ssd_hits, (long long)(s.ssd_hits + s.ssd_misses),
+                         (long long)s.ssd_branches, s.ssd_wait_seconds * 1e3, 100.0 * s.ssd_overlap_fraction());
     }
 }
 
