@@ -313,6 +313,7 @@ void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_pro
     j->fanout = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, gamma, j->a, kMissPowerR);
     j->fanout_next = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max, j->a, kMissPowerR);
     j->round = ++round_;
+    last_gamma_ = gamma;
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (error_) std::rethrow_exception(error_);
@@ -343,6 +344,7 @@ void ssd_speculator::resolve(int n_accepted, int32_t next_token, generation_stat
     for (int i = 0; i < n_entries_; ++i)
         if (entries_[size_t(i)].round == round_ && entries_[size_t(i)].k == n_accepted && entries_[size_t(i)].bonus == next_token) hit_ = i;
     have_verdict_ = true;
+    if (last_gamma_ > 0) accept_estimate_ = 0.9 * accept_estimate_ + 0.1 * double(n_accepted) / last_gamma_;
     stats.ssd_branches += branches_;
     stats.ssd_overlap_seconds += overlap_seconds_;
     branches_ = 0;

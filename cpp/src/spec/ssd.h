@@ -141,7 +141,8 @@ private:
     uint64_t seed_ = 0;
     verify_method method_ = verify_method::block;
     uint64_t round_ = 0;
-    double accept_estimate_ = 0.5;  // running mean acceptance (for the geometric schedule)
+    double accept_estimate_ = 0.5;  // running mean acceptance: P(outcome k) for branch order and geometric F_k
+    int last_gamma_ = 0;
     std::vector<std::vector<int32_t>> cur_cands_;  // candidates of the proposal being verified
     int hit_ = -1;                  // entry index of the last verdict's hit, -1 miss
     bool have_verdict_ = false;
