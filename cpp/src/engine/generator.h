@@ -39,6 +39,7 @@ public:
     const gguf_file& file() const { return *file_; }
     int32_t n_ctx() const { return params_.n_ctx; }
     int32_t n_vocab() const { return model_->hp().n_vocab; }
+    size_t kv_bytes() const { return cache_->bytes(); }
 
     // Logits of every position of `tokens` in a fresh context: [n, n_vocab] row-major, computed in
     // forward passes of batch_size tokens (results do not depend on it: batch invariance).

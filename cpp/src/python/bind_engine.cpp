@@ -130,6 +130,7 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("n_threads", [](const generator& g) { return g.params().n_threads; })
         .def_prop_ro("bytes_per_token", [](const generator& g) { return g.target().bytes_per_token(); })
         .def_prop_ro("file_size", [](const generator& g) { return g.file().file_size(); })
+        .def_prop_ro("kv_bytes", [](const generator& g) { return g.kv_bytes(); })
         .def("metadata", [](const generator& g) {
             nb::dict d;
             for (const auto& [k, v] : g.file().metadata()) d[k.c_str()] = g.file().value_to_string(v);
