@@ -56,6 +56,26 @@ void logits_processor::process(const float* logits, const int32_t* ids, int32_t 
     if (n <= 0) throw invalid_argument_error("logits_processor: n = " + std::to_string(n) + " logits");
     params.validate();
 
+    const bool penalty = params.repeat_penalty != 1.0f && params.repeat_last_n != 0 && n_history > 0;
+    if (params.greedy() && !penalty) {
+        // Fast path for greedy decoding: one pass, no candidate copy (ties: lowest id, as below).
+        int32_t best = -1;
+        float best_logit = -INFINITY;
+        for (int32_t i = 0; i < n; ++i) {
+            const float l = logits[i];
+            if (std::isnan(l) || l == INFINITY)
+                throw invalid_argument_error("logits_processor: logit " + std::to_string(i) + " is " +
+                                             std::to_string(l) + " (NaN/+inf; -inf masks a token)");
+            const int32_t id = ids ? ids[i] : i;
+            if (best < 0 || l > best_logit || (l == best_logit && id < best)) {
+                best = id;
+                best_logit = l;
+            }
+        }
+        out.set_point_mass(best);
+        return;
+    }
+
     cands_.resize(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
         const float l = logits[i];
@@ -66,7 +86,7 @@ void logits_processor::process(const float* logits, const int32_t* ids, int32_t 
     }
 
     // Repeat penalty, llama.cpp semantics: each distinct token of the window once, sign-aware.
-    if (params.repeat_penalty != 1.0f && params.repeat_last_n != 0 && n_history > 0) {
+    if (penalty) {
         const size_t window = params.repeat_last_n < 0
                                   ? n_history
                                   : std::min(n_history, static_cast<size_t>(params.repeat_last_n));
