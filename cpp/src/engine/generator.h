@@ -96,6 +96,7 @@ private:
     std::vector<int32_t> history_;     // prompt + emitted tokens (the last one pending)
     std::vector<int32_t> generated_;
     int32_t n_past_ = 0;
+    int32_t draft_cap_ = 0;            // gamma for the next round (adaptive; see generator_params)
     text_stream stream_;
     std::string out_;                  // text produced during the current step
     finish_reason reason_ = finish_reason::none;

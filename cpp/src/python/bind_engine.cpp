@@ -59,6 +59,7 @@ void bind_engine(nb::module_& m) {
         .def_rw("draft_max", &generator_params::draft_max)
         .def_rw("draft_min", &generator_params::draft_min)
         .def_rw("draft_p_min", &generator_params::draft_p_min)
+        .def_rw("draft_adaptive", &generator_params::draft_adaptive)
         .def_rw("self_layers", &generator_params::self_layers)
         .def_rw("ngram_max", &generator_params::ngram_max)
         .def_rw("ngram_min", &generator_params::ngram_min)
