@@ -226,7 +226,9 @@ class Generator:
             seed = self.seed if self.seed is not None else secrets.randbits(63)
         gp.seed = _check_int("seed", seed, 0, 2**64 - 1)
         if isinstance(prompt, str):
-            tokens = self._g.tokenize(prompt, True, False)
+            # Control tokens written in the prompt ("<start_of_turn>") are parsed, as chat
+            # templates need (llama-cpp-python does the same for completions).
+            tokens = self._g.tokenize(prompt, True, True)
         elif isinstance(prompt, (list, tuple, np.ndarray)):
             tokens = [int(t) for t in prompt]
         else:
