@@ -77,14 +77,20 @@ hparams read_hparams(const gguf_file& f) {
             check(f, hp.sliding_window >= 0, "negative sliding_window");
             for (int il = 0; il < hp.n_layer; ++il) hp.layer_is_swa[il] = hp.sliding_window > 0 && (il + 1) % 6 != 0;
             hp.final_softcap = float(f.get_float(p + "final_logit_softcapping", 0.0));
+            check(f, std::isfinite(hp.final_softcap) && hp.final_softcap >= 0,
+                  "invalid final_logit_softcapping " + std::to_string(hp.final_softcap) + " (must be finite and >= 0)");
             break;
         }
     }
     // Gemma 3 scales queries by query_pre_attn_scalar^-0.5, which equals head_dim for every released
     // size except 27B (n_embd / n_head); the GGUF does not store it.
     hp.attn_scale = 1.0f / std::sqrt(float(hp.head_dim));
-    if (hp.arch == model_arch::gemma3 && f.has(p + "attention.query_pre_attn_scalar"))
-        hp.attn_scale = 1.0f / std::sqrt(float(f.get_float(p + "attention.query_pre_attn_scalar")));
+    if (hp.arch == model_arch::gemma3 && f.has(p + "attention.query_pre_attn_scalar")) {
+        const double s = f.get_float(p + "attention.query_pre_attn_scalar");
+        // 0, negative or NaN would make every attention score Inf/NaN.
+        check(f, std::isfinite(s) && s > 0, "invalid attention.query_pre_attn_scalar " + std::to_string(s) + " (must be > 0)");
+        hp.attn_scale = 1.0f / std::sqrt(float(s));
+    }
     return hp;
 }
 
