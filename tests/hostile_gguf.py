@@ -759,3 +759,23 @@ if __name__ == "__main__":
         raise SystemExit(0)
     with tempfile.TemporaryDirectory() as d:
         run_group(sys.argv[1], d)
+
+
+def copy_with_token_changed(dst: str, token_id: int = 5000) -> str:
+    """A copy of the real model whose token `token_id` is spelled differently (same length): the
+    same vocabulary size, a different tokenizer (for the draft-model vocabulary check)."""
+    src = real_model_path()
+    layout = parse_layout(src)
+    shutil.copyfile(src, dst)
+    _, vpos = layout["kvs"]["tokenizer.ggml.tokens"]
+    with open(dst, "r+b") as f:
+        f.seek(vpos + 12)
+        for _ in range(token_id):
+            (n,) = struct.unpack("<Q", f.read(8))
+            f.seek(n, 1)
+        (n,) = struct.unpack("<Q", f.read(8))
+        pos = f.tell()
+        old = f.read(n)
+        f.seek(pos)
+        f.write(b"#" * n if old != b"#" * n else b"%" * n)
+    return dst
