@@ -711,6 +711,12 @@ def iter_group(group: str, d: str) -> Iterator[Tuple[str, Optional[Tuple[str, ..
             path = v.make(d)
             yield v.name, v.expect, path
             os.unlink(path)
+    elif group == "corpus":
+        # The fuzz seed corpus and every crasher found so far (tools/fuzz/corpus/gguf): each must
+        # load or fail with a SpecgenError ("*": either is fine), never crash.
+        cdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "fuzz", "corpus", "gguf")
+        for fn in sorted(os.listdir(cdir)):
+            yield f"corpus/{fn}", ("*",), os.path.join(cdir, fn)
     elif group == "special":
         yield from special_files(d)
     elif group == "real-patches":
