@@ -225,3 +225,19 @@ def test_closed_generator(model_path):
         g.generate("hi")
     with pytest.raises(InvalidParameterError, match="closed"):
         g.tokenize("hi")
+
+
+def test_tokenizer_round_trip_and_fuzz_regressions(gen):
+    """decode(encode(s)) == s for arbitrary text (a literal U+2581 reads back as a space, as in
+    SentencePiece); inputs include the tokenizer fuzz corpus (tools/fuzz/corpus/tokenizer)."""
+    cases = ["", " ", "  lead", "trail  ", "\t\n\r\x00", "<start_of_turn>user\n", "<0x41>", "\u2581x\u2581",
+             "caf\u00e9 \u4e2d\u6587 \U0001F600", "a" * 3000, "<end_of_turn><eos><bos>"]
+    cdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "fuzz", "corpus", "tokenizer")
+    for fn in sorted(os.listdir(cdir)):
+        with open(os.path.join(cdir, fn), "rb") as f:
+            cases.append(f.read()[1:].decode("utf-8", errors="replace"))
+    for s in cases:
+        for special in (False, True):
+            ids = gen.tokenize(s, add_bos=False, special=special)
+            assert all(0 <= i < gen.n_vocab for i in ids)
+            assert gen.detokenize(ids) == s.replace("\u2581", " "), (s[:50], special)

@@ -1,7 +1,7 @@
 // libFuzzer target: the reference model's tokenizer (Gemma 3, SentencePiece BPE, 262k pieces) on
 // arbitrary input. Byte 0 picks the operation:
 //   even: encode the rest as text (flags from byte 0) and check decode(encode(s)) == s, the
-//         round trip tokenizer.h promises for every byte string;
+//         round trip tokenizer.h promises for every byte string (U+2581 reads back as ' ');
 //   odd:  decode the rest as int32 ids (out-of-range ids must throw invalid_argument_error).
 // The model path comes from SPECGEN_FUZZ_MODEL (run_fuzzers.sh sets it).
 #include <cstdint>
@@ -38,7 +38,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (id < 0 || id >= t.n_vocab()) std::abort();
         if (add_special && t.add_bos() && !ids.empty()) ids.erase(ids.begin());
         const std::string back = t.decode(ids);
-        if (back != s) {
+        // A literal U+2581 in the input decodes as a space: SentencePiece spells spaces with it and
+        // Hugging Face's decoder does the same, so the round trip holds up to that one character.
+        std::string want;
+        for (size_t i = 0; i < s.size(); ++i) {
+            if (s.compare(i, 3, "\xE2\x96\x81") == 0) { want += ' '; i += 2; }
+            else want += s[i];
+        }
+        if (back != want) {
             std::fprintf(stderr, "round trip failed: %zu bytes in, %zu out\n", s.size(), back.size());
             std::abort();
         }

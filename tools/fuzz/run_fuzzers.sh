@@ -4,9 +4,11 @@
 #   tools/fuzz/run_fuzzers.sh [seconds per target, default 120]
 # Crashers land in build/fuzz/artifacts/<target>/; copy them into tools/fuzz/corpus/<target>/ and
 # they are replayed by tests (see tools/fuzz/README in SECURITY.md).
-set -euo pipefail
+set -uo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 secs="${1:-120}"
+targets="${2:-gguf tokenizer params}"
+found=0
 py="${PYTHON:-python3}"
 out="$here/build/fuzz"
 command -v clang++ >/dev/null || { echo "clang++ missing: apt-get install -y clang" >&2; exit 1; }
@@ -30,15 +32,19 @@ run() {  # target corpus-dir extra-args...
   mkdir -p "$out/corpus/$t" "$out/artifacts/$t/"
   echo "== $t for ${secs}s"
   "$out/$t" "$out/corpus/$t" "$corpus" -max_total_time="$secs" -rss_limit_mb=3072 -timeout=20 \
-      -artifact_prefix="$out/artifacts/$t/" -print_final_stats=1 "$@" 2>&1 | tail -25
+      -artifact_prefix="$out/artifacts/$t/" -print_final_stats=1 "$@" >"$out/$t.log" 2>&1 || found=1
+  grep -E "^stat::|SUMMARY|ERROR|Test unit written" "$out/$t.log" || true
 }
-run fuzz_gguf "$here/tools/fuzz/corpus/gguf" -max_len=131072
-run fuzz_tokenizer "$here/tools/fuzz/corpus/tokenizer" -max_len=4096
+[[ "$targets" == *gguf* ]] && run fuzz_gguf "$here/tools/fuzz/corpus/gguf" -max_len=131072
+[[ "$targets" == *tokenizer* ]] && run fuzz_tokenizer "$here/tools/fuzz/corpus/tokenizer" -max_len=4096
+[[ "$targets" == *params* ]] || exit $found
 echo "== fuzz_params for ${secs}s"
 if "$py" -c "import atheris" 2>/dev/null; then
   # atheris's own libFuzzer; ASan is not preloaded into Python, UBSan/ASan cover the C++ targets above.
   PYTHONPATH="$here/python" ASAN_OPTIONS= "$py" "$here/tools/fuzz/fuzz_params.py" -max_total_time="$secs" \
-      -print_final_stats=1 -artifact_prefix="$out/artifacts/" 2>&1 | tail -15
+      -print_final_stats=1 -artifact_prefix="$out/artifacts/" >"$out/fuzz_params.log" 2>&1 || found=1
+  grep -E "^stat::|Uncaught|Error|Test unit written" "$out/fuzz_params.log" | tail -15 || true
 else
-  PYTHONPATH="$here/python" timeout "$secs" "$py" "$here/tools/fuzz/fuzz_params.py" --iterations 100000 || true
+  PYTHONPATH="$here/python" timeout "$secs" "$py" "$here/tools/fuzz/fuzz_params.py" --iterations 100000 || found=1
 fi
+exit $found
