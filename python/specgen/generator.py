@@ -88,6 +88,9 @@ class Generator:
             raise InvalidParameterError("pass either model or model_path, not both")
         if model is None:
             model = model_path
+        for name, ref in (("model", model), ("draft", draft)):
+            if ref is not None and not isinstance(ref, (str, os.PathLike)):
+                raise InvalidParameterError(f"{name} must be a path, a Hub reference or None, got {type(ref).__name__}")
         if device != "cpu":
             from specgen.errors import SpecgenNotImplementedError
 
