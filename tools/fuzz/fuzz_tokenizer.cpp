@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
     } else {
         std::vector<int32_t> ids((size - 1) / 4);
-        std::memcpy(ids.data(), data + 1, ids.size() * 4);
+        if (!ids.empty()) std::memcpy(ids.data(), data + 1, ids.size() * 4);
         try {
             (void)t.decode(ids, op & 2);
         } catch (const specgen::invalid_argument_error&) {
