@@ -173,10 +173,10 @@ BAD_GENERATOR = [
 
 @pytest.mark.parametrize("name,value", BAD_GENERATOR)
 def test_bad_generator_parameters(model_path, name, value):
-    kw = {"n_threads": 1, "n_ctx": 32}
+    kw = {"n_threads": 1, "n_ctx": 32, "draft": "ngram"}
     kw[name] = value
     with pytest.raises(InvalidParameterError, match=name):
-        specgen.Generator(model_path, draft="ngram", **kw)
+        specgen.Generator(model_path, **kw)
 
 
 def test_self_layers_beyond_model(model_path):
