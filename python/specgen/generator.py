@@ -57,7 +57,8 @@ class Generator:
     Speculative decoding: ``draft`` is None (plain decoding), "ngram" (prompt lookup), "self" (the
     target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
     vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
-    the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying.
+    the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
+    ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
 
     SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
     ``n_threads_draft`` threads while the target verifies, pre-drafting the next round for the
@@ -80,6 +81,7 @@ class Generator:
         draft_max: int = 8,
         draft_min: int = 0,
         draft_p_min: float = 0.0,
+        draft_adaptive: bool = True,
         self_layers: int = 0,
         ngram_max: int = 4,
         ngram_min: int = 1,
@@ -102,6 +104,9 @@ class Generator:
             raise InvalidParameterError("pass either model or model_path, not both")
         if model is None:
             model = model_path
+        for name, ref in (("model", model), ("draft", draft)):
+            if ref is not None and not isinstance(ref, (str, os.PathLike)):
+                raise InvalidParameterError(f"{name} must be a path, a Hub reference or None, got {type(ref).__name__}")
         if device != "cpu":
             from specgen.errors import SpecgenNotImplementedError
 
@@ -123,12 +128,15 @@ class Generator:
         p.draft_max = _check_int("draft_max", draft_max, 1, 64)
         p.draft_min = _check_int("draft_min", draft_min, 0, p.draft_max)
         p.draft_p_min = _check_float("draft_p_min", draft_p_min, 0.0, 1.0)
-        p.self_layers = _check_int("self_layers", self_layers, 0)
+        if not isinstance(draft_adaptive, bool):
+            raise InvalidParameterError(f"draft_adaptive must be True or False, got {draft_adaptive!r}")
+        p.draft_adaptive = draft_adaptive
+        p.self_layers = _check_int("self_layers", self_layers, 0, 2**31 - 1)
         p.ngram_max = _check_int("ngram_max", ngram_max, 1, 64)
         p.ngram_min = _check_int("ngram_min", ngram_min, 1, p.ngram_max)
         p.nanospec = nanospec
         p.nanospec_capacity = _check_int("nanospec_capacity", nanospec_capacity, 16, 1 << 20)
-        p.frspec = _check_int("frspec", frspec, 0)
+        p.frspec = _check_int("frspec", frspec, 0, 2**31 - 1)
         p.ssd = ssd
         if ssd_fanout_schedule not in _SSD_SCHEDULES:
             raise InvalidParameterError(f"ssd_fanout_schedule must be one of {_SSD_SCHEDULES}, got {ssd_fanout_schedule!r}")
@@ -154,7 +162,11 @@ class Generator:
 
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
-        """Frees the model and unmaps its file. The Generator is unusable afterwards."""
+        """Frees the model and unmaps its file. The Generator is unusable afterwards; a stream still
+        open on it stops (finish_reason "cancelled") and the memory goes when the stream is dropped."""
+        live, self._live = getattr(self, "_live", None), None
+        if live is not None:
+            live.cancel()
         self._core = None
 
     def __enter__(self) -> "Generator":
@@ -183,22 +195,52 @@ class Generator:
         """GGUF metadata, values rendered as strings (long arrays abbreviated)."""
         return self._g.metadata()
 
+    # -- argument checks ------------------------------------------------------------------------
+    @staticmethod
+    def _text(text: Any, what: str = "text") -> str:
+        """A str the C++ side can take: bytes are decoded (invalid UTF-8 replaced, as tokenize()
+        always did); a str that cannot be UTF-8 encoded (lone surrogates) is refused."""
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8", errors="replace")
+        if not isinstance(text, str):
+            raise InvalidParameterError(f"{what} must be str or bytes, got {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidParameterError(
+                f"{what} is not valid Unicode: lone surrogate {text[e.start]!r} at index {e.start} "
+                "(pass bytes, or clean the text with .encode('utf-8', 'replace').decode())") from None
+        return text
+
+    def _token_ids(self, tokens: Any, what: str) -> List[int]:
+        """Token ids as Python ints, each checked against the vocabulary (a too-large int would
+        otherwise surface as the binding's TypeError)."""
+        if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__iter__"):
+            raise InvalidParameterError(f"{what} must be a sequence of token ids, got {type(tokens).__name__}")
+        n_vocab = self.n_vocab
+        out = []
+        for t in tokens:
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+                raise InvalidParameterError(f"{what}: token ids must be integers, got {t!r}")
+            t = int(t)
+            if not 0 <= t < n_vocab:
+                raise InvalidParameterError(f"{what}: token id {t} is outside the vocabulary [0, {n_vocab})")
+            out.append(t)
+        return out
+
     # -- tokens ---------------------------------------------------------------------------------
     def tokenize(self, text: Union[str, bytes], add_bos: bool = True, special: bool = False) -> List[int]:
         """Token ids of ``text``; ``special`` parses control tokens written as text."""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", errors="replace")
-        if not isinstance(text, str):
-            raise InvalidParameterError(f"text must be str, got {type(text).__name__}")
-        return self._g.tokenize(text, add_bos, special)
+        return self._g.tokenize(self._text(text), add_bos, special)
 
     def detokenize(self, tokens: Sequence[int], skip_special: bool = False) -> str:
-        return bytes(self._g.detokenize([int(t) for t in tokens], skip_special)).decode("utf-8", errors="replace")
+        ids = self._token_ids(tokens, "detokenize")
+        return bytes(self._g.detokenize(ids, skip_special)).decode("utf-8", errors="replace")
 
     def logits(self, tokens: Sequence[int], batch_size: int = 128) -> np.ndarray:
         """Next-token logits at every position of ``tokens`` (a fresh context): float32 [n, n_vocab].
         ``batch_size`` tokens go through each forward pass; the result does not depend on it."""
-        return self._g.logits([int(t) for t in tokens], _check_int("batch_size", batch_size, 1))
+        return self._g.logits(self._token_ids(tokens, "logits"), _check_int("batch_size", batch_size, 1, 2**31 - 1))
 
     # -- generation -----------------------------------------------------------------------------
     def generate(
@@ -227,7 +269,7 @@ class Generator:
         gp.max_tokens = _check_int("max_tokens", max_tokens, -1, 1 << 30)
         sp = _core.SamplingParams()
         sp.temperature = _check_float("temperature", temperature, 0.0, 1e6)
-        sp.top_k = _check_int("top_k", top_k, 0)
+        sp.top_k = _check_int("top_k", top_k, 0, 2**31 - 1)
         sp.top_p = _check_float("top_p", top_p, 0.0, 1.0)
         if sp.top_p == 0.0:
             raise InvalidParameterError("top_p must be in (0, 1], got 0")
@@ -238,20 +280,25 @@ class Generator:
             stop = []
         elif isinstance(stop, str):
             stop = [stop]
+        elif not isinstance(stop, (list, tuple)):
+            raise InvalidParameterError(f"stop must be a string or a list of strings, got {type(stop).__name__}")
         stop = list(stop)
         if not all(isinstance(s, str) for s in stop):
             raise InvalidParameterError("stop must be a string or a list of strings")
-        gp.stop = stop
+        gp.stop = [self._text(s, "stop string") for s in stop]
         if seed is None:
             seed = self.seed if self.seed is not None else secrets.randbits(63)
         gp.seed = _check_int("seed", seed, 0, 2**64 - 1)
-        if isinstance(prompt, str):
-            tokens = self._g.tokenize(prompt, True, False)
+        if isinstance(prompt, (str, bytes, bytearray)):
+            # Control tokens written in the prompt ("<start_of_turn>") are parsed, as chat
+            # templates need (llama-cpp-python does the same for completions).
+            tokens = self._g.tokenize(self._text(prompt, "prompt"), True, True)
         elif isinstance(prompt, (list, tuple, np.ndarray)):
-            tokens = [int(t) for t in prompt]
+            tokens = self._token_ids(prompt, "prompt")
         else:
-            raise InvalidParameterError(f"prompt must be a str or a list of token ids, got {type(prompt).__name__}")
+            raise InvalidParameterError(f"prompt must be a str, bytes or a list of token ids, got {type(prompt).__name__}")
         gen = self._g.start(tokens, gp)
+        self._live = gen
         if stream:
             return self._stream(gen)
         try:

@@ -126,7 +126,9 @@ const char* gguf_value_type_name(gguf_value_type t) {
 }
 
 gguf_file::gguf_file(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO (or a device) named like a model would otherwise block forever
+    // waiting for a writer; it has no effect on regular files, and anything else is rejected below.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd_, &st) != 0) { int e = errno; ::close(fd_); fd_ = -1; fail(std::string("cannot stat: ") + std::strerror(e)); }

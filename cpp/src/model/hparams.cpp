@@ -86,12 +86,20 @@ hparams read_hparams(const gguf_file& f) {
                 for (int il = 0; il < hp.n_layer; ++il) hp.layer_is_swa[il] = hp.sliding_window > 0 && (il + 1) % 6 != 0;
             }
             hp.final_softcap = float(f.get_float(p + "final_logit_softcapping", 0.0));
+            check(f, std::isfinite(hp.final_softcap) && hp.final_softcap >= 0,
+                  "invalid final_logit_softcapping " + std::to_string(hp.final_softcap) + " (must be finite and >= 0)");
             break;
         }
     }
-    // Gemma 3 scales queries by query_pre_attn_scalar^-0.5, which equals head_dim for every released
-    // size except 27B (n_embd / n_head); the GGUF does not store it.
+    // Gemma 3 scales queries by query_pre_attn_scalar^-0.5: llama.cpp's files do not store it (it
+    // equals head_dim for every released size except 27B); specgen's converter writes attention.scale.
     hp.attn_scale = float(f.get_float(p + "attention.scale", 1.0 / std::sqrt(double(hp.head_dim))));
+    if (hp.arch == model_arch::gemma3 && f.has(p + "attention.query_pre_attn_scalar")) {
+        const double s = f.get_float(p + "attention.query_pre_attn_scalar");
+        // 0, negative or NaN would make every attention score Inf/NaN.
+        check(f, std::isfinite(s) && s > 0, "invalid attention.query_pre_attn_scalar " + std::to_string(s) + " (must be > 0)");
+        hp.attn_scale = 1.0f / std::sqrt(float(s));
+    }
     check(f, std::isfinite(hp.attn_scale) && hp.attn_scale > 0, "invalid attention.scale");
     // Llama 3 style frequency scaling lives in a rope_freqs tensor that this forward does not apply
     // yet: refuse rather than generate from wrong positions.

@@ -21,6 +21,45 @@ std::string shape_str(const gguf_tensor& t) {
     return s + "]";
 }
 
+// Index of the first block of a weight holding a NaN or Inf, or -1. Integer quants cannot be
+// non-finite, so for block formats only the float scale fields are read (f16 d / dmin at their place
+// in ggml's block layouts); float tensors are checked element by element. One strided pass over the
+// mapping at load, O(file): far cheaper than generating from a poisoned matrix (llama.cpp does not
+// check, and silently samples from NaN logits).
+int64_t first_nonfinite_block(ggml_type type, const uint8_t* data, int64_t n_blocks, size_t block_bytes) {
+    auto f16_bad = [](const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return (h & 0x7C00) == 0x7C00; };
+    auto f32_bad = [](const uint8_t* p) { uint32_t u; std::memcpy(&u, p, 4); return (u & 0x7F800000u) == 0x7F800000u; };
+    int f16_at[2] = {-1, -1};  // byte offsets of f16 scale fields in a block
+    switch (type) {
+        case ggml_type::F32:
+            for (int64_t b = 0; b < n_blocks; ++b) if (f32_bad(data + 4 * b)) return b;
+            return -1;
+        case ggml_type::F16:
+            for (int64_t b = 0; b < n_blocks; ++b) if (f16_bad(data + 2 * b)) return b;
+            return -1;
+        case ggml_type::BF16:
+            for (int64_t b = 0; b < n_blocks; ++b) {
+                uint16_t h; std::memcpy(&h, data + 2 * b, 2);
+                if ((h & 0x7F80) == 0x7F80) return b;
+            }
+            return -1;
+        case ggml_type::Q8_K:
+            for (int64_t b = 0; b < n_blocks; ++b) if (f32_bad(data + b * block_bytes)) return b;
+            return -1;
+        case ggml_type::Q4_0: case ggml_type::Q5_0: case ggml_type::Q8_0: f16_at[0] = 0; break;
+        case ggml_type::Q4_1: case ggml_type::Q5_1: case ggml_type::Q8_1:
+        case ggml_type::Q4_K: case ggml_type::Q5_K: f16_at[0] = 0; f16_at[1] = 2; break;
+        case ggml_type::Q2_K: f16_at[0] = 80; f16_at[1] = 82; break;
+        case ggml_type::Q3_K: f16_at[0] = 108; break;
+        case ggml_type::Q6_K: f16_at[0] = 208; break;
+    }
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const uint8_t* blk = data + b * block_bytes;
+        if (f16_bad(blk + f16_at[0]) || (f16_at[1] >= 0 && f16_bad(blk + f16_at[1]))) return b;
+    }
+    return -1;
+}
+
 // A matrix with n_cols inputs (ne[0]) and n_rows outputs (ne[1]).
 weight_view bind_matrix(const gguf_file& f, const std::string& name, int64_t n_cols, int64_t n_rows) {
     const gguf_tensor& t = f.tensor(name);
@@ -29,6 +68,12 @@ weight_view bind_matrix(const gguf_file& f, const std::string& name, int64_t n_c
                    std::to_string(n_rows) + "]");
     if (!ggml_traits(t.type).supported)
         bad(f, "tensor " + name + " has type " + ggml_type_name(t.type) + ", which specgen cannot compute with");
+    const ggml_type_traits& tr = ggml_traits(t.type);
+    const int64_t blocks_per_row = n_cols / tr.block_size;
+    const int64_t b = first_nonfinite_block(t.type, t.data, n_rows * blocks_per_row, tr.type_size);
+    if (b >= 0)
+        bad(f, "tensor " + name + " (" + tr.name + ") contains NaN or Inf in row " + std::to_string(b / blocks_per_row) +
+                   ", block " + std::to_string(b % blocks_per_row) + (tr.block_size > 1 ? " (its scale)" : ""));
     return weight_view{t.type, n_rows, n_cols, t.data};
 }
 

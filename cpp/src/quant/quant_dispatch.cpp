@@ -76,7 +76,7 @@ bool cpu_can_run(cpu_isa isa) {
     const bool zmm_os = (xcr0 & 0xe6) == 0xe6;   // + opmask, ZMM_Hi256, Hi16_ZMM
     __builtin_cpu_init();
     const bool avx2 = ymm_os && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+                      (c & bit_F16C) && __builtin_cpu_supports("bmi2");  // clang < 15 lacks "f16c" here
     if (isa == cpu_isa::avx2) return avx2;
     if (isa == cpu_isa::avx512)
         return avx2 && zmm_os && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
