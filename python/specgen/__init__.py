@@ -13,7 +13,7 @@ from specgen.errors import (
     SpecgenNotImplementedError,
 )
 from specgen.generator import GenerationResult, Generator
-from specgen import bench, bounds, paths, verify  # noqa: E402  (submodules as attributes)
+from specgen import bounds, paths, verify  # noqa: E402  (submodules as attributes)
 from specgen._core import Rng, SamplingParams
 
 __version__ = "0.1.0"
@@ -34,3 +34,12 @@ __all__ = [
     "SpecgenNotImplementedError",
     "GenerationCancelled",
 ]
+
+
+def __getattr__(name):
+    # `specgen.bench` loads on first use, so `python -m specgen.bench` does not import it twice.
+    if name == "bench":
+        import importlib
+
+        return importlib.import_module("specgen.bench")
+    raise AttributeError(f"module 'specgen' has no attribute {name!r}")
