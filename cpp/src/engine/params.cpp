@@ -24,6 +24,7 @@ void generator_params::validate() const {
     require(ngram_min >= 1 && ngram_max >= ngram_min && ngram_max <= 64, "need 1 <= ngram_min <= ngram_max <= 64");
     require(nanospec_capacity >= 16 && nanospec_capacity <= (1 << 20), "nanospec_capacity must be in [16, 1048576]");
     require(frspec >= 0, "frspec must be >= 0");
+    require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
 }
 
 void generate_params::validate() const {

@@ -24,8 +24,10 @@ struct generation_stats {
     double sum_entropy2 = 0;       // sum of sum p (ln p)^2
     double sum_alpha = 0;          // sum over drafted positions of sum_x min(p, q)
     int64_t n_alpha = 0;
-    // NanoSpec
+    // NanoSpec / FR-Spec
     int64_t vocab_set_size = 0;    // |S| at the end
+    double draft_head_seconds = 0;        // time in the drafter's LM head (part of draft_seconds)
+    double nanospec_prefill_seconds = 0;  // prefill's full head over the prompt rows for S (part of prefill_seconds)
 
     double prefill_tokens_per_second() const { return prefill_seconds > 0 ? n_prompt_tokens / prefill_seconds : 0; }
     double decode_tokens_per_second() const { return decode_seconds > 0 ? n_generated / decode_seconds : 0; }

@@ -40,6 +40,8 @@ nb::dict stats_dict(const generation_stats& s) {
     d["sum_alpha"] = s.sum_alpha;
     d["n_alpha"] = s.n_alpha;
     d["vocab_set_size"] = s.vocab_set_size;
+    d["draft_head_seconds"] = s.draft_head_seconds;
+    d["nanospec_prefill_seconds"] = s.nanospec_prefill_seconds;
     return d;
 }
 
@@ -65,6 +67,8 @@ void bind_engine(nb::module_& m) {
         .def_rw("nanospec", &generator_params::nanospec)
         .def_rw("nanospec_capacity", &generator_params::nanospec_capacity)
         .def_rw("frspec", &generator_params::frspec)
+        .def_rw("frspec_path", &generator_params::frspec_path)
+        .def_rw("reuse_draft_hidden", &generator_params::reuse_draft_hidden)
         .def_rw("ssd", &generator_params::ssd)
         .def("validate", &generator_params::validate);
 
