@@ -15,6 +15,11 @@ _VERIFY = ("token", "block")
 _DRAFT_KINDS = ("self", "ngram")
 
 
+def default_frspec_table() -> str:
+    """The FR-Spec table shipped for the Gemma 3 tokenizer (top 32768 ids; tools/build_frspec_table.py)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "frspec_gemma3_top32768.bin")
+
+
 @dataclass
 class GenerationResult:
     """What generate() returns. finish_reason is "stop" (a stop string), "length" (max_tokens or
@@ -56,6 +61,12 @@ class Generator:
     target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
     vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying.
+
+    Draft head (self or model drafters, ALGORITHMS.md section 3): ``nanospec=True`` computes draft
+    logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids);
+    ``frspec=N`` over the N most frequent ids of ``frspec_path`` (default: the table shipped for
+    Gemma 3's tokenizer, specgen/data). Both stay lossless. With ``draft="self"`` and all layers,
+    verification reuses the drafter's hidden states (``reuse_draft_hidden``) and runs only the head.
     """
 
     def __init__(
@@ -77,6 +88,8 @@ class Generator:
         nanospec: bool = False,
         nanospec_capacity: int = 3072,
         frspec: int = 0,
+        frspec_path: Optional[Union[str, os.PathLike]] = None,
+        reuse_draft_hidden: bool = True,
         ssd: bool = False,
         device: str = "cpu",
         cache_dir: Optional[Union[str, os.PathLike]] = None,
@@ -96,7 +109,7 @@ class Generator:
             )
         if verify not in _VERIFY:
             raise InvalidParameterError(f"verify must be one of {_VERIFY}, got {verify!r}")
-        for name, flag in (("nanospec", nanospec), ("ssd", ssd)):
+        for name, flag in (("nanospec", nanospec), ("ssd", ssd), ("reuse_draft_hidden", reuse_draft_hidden)):
             if not isinstance(flag, bool):
                 raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
 
@@ -115,6 +128,9 @@ class Generator:
         p.nanospec = nanospec
         p.nanospec_capacity = _check_int("nanospec_capacity", nanospec_capacity, 16, 1 << 20)
         p.frspec = _check_int("frspec", frspec, 0)
+        if p.frspec > 0:
+            p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
+        p.reuse_draft_hidden = reuse_draft_hidden
         p.ssd = ssd
         if draft is None:
             p.draft = ""
