@@ -27,6 +27,9 @@ inline float dot_f32(const float* a, const float* b, int n) {
     return s;
 }
 
+// Elementwise work below this size runs on the calling thread: waking the pool costs more.
+constexpr int64_t kElementwiseGrain = 16384;
+
 class cpu_backend final : public backend {
 public:
     explicit cpu_backend(int n_threads) : pool_(n_threads), scores_(pool_.n_threads()) {}
@@ -152,13 +155,13 @@ public:
                 const float g = gate[i];
                 out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
             }
-        });
+        }, kElementwiseGrain);
     }
 
     void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
         pool_.parallel_for(n, [&](int, int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-        });
+        }, kElementwiseGrain);
     }
 
     void add(const float* a, const float* b, int64_t n, float* out) override {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <sched.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define SPECGEN_PAUSE() _mm_pause()
@@ -13,8 +15,10 @@ namespace specgen {
 
 namespace {
 // About 50-100 us of spinning: long enough to bridge the gap between two matmuls of one decode step,
-// short enough not to burn a core when the pool is idle.
+// short enough not to burn a core when the pool is idle. Then yield the core for a while (another
+// process may need it to finish the chunk we wait for) before sleeping.
 constexpr int kSpinIterations = 20000;
+constexpr int kYieldIterations = 200;
 }  // namespace
 
 thread_pool::thread_pool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -39,6 +43,8 @@ void thread_pool::worker_loop(int index) {
             SPECGEN_PAUSE();
             ++spins;
         }
+        for (int y = 0; y < kYieldIterations && generation_.load(std::memory_order_acquire) == seen; ++y)
+            sched_yield();
         if (generation_.load(std::memory_order_acquire) == seen) {
             std::unique_lock<std::mutex> lock(mutex_);
             wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
@@ -64,17 +70,28 @@ void thread_pool::run_on_all(const std::function<void(int, int)>& fn) {
     }
     wake_.notify_all();
     fn(0, n_threads_);
-    while (pending_.load(std::memory_order_acquire) != 0) SPECGEN_PAUSE();
+    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+        if (spins < kSpinIterations) SPECGEN_PAUSE();
+        else sched_yield();
+    }
     job_ = nullptr;
 }
 
-void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
+void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain) {
     if (n <= 0) return;
-    run_on_all([&](int index, int count) {
-        int64_t chunk = (n + count - 1) / count;
-        int64_t begin = std::min<int64_t>(n, index * chunk);
-        int64_t end = std::min<int64_t>(n, begin + chunk);
-        if (begin < end) fn(index, begin, end);
+    if (n_threads_ == 1 || n <= grain) {
+        fn(0, 0, n);
+        return;
+    }
+    // About 8 chunks per thread balances load without making the atomic counter hot.
+    const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + 8 * n_threads_ - 1) / (8 * n_threads_));
+    next_chunk_.store(0, std::memory_order_relaxed);
+    run_on_all([&](int index, int) {
+        for (;;) {
+            const int64_t begin = next_chunk_.fetch_add(chunk, std::memory_order_relaxed);
+            if (begin >= n) break;
+            fn(index, begin, std::min(n, begin + chunk));
+        }
     });
 }
 

@@ -1,9 +1,11 @@
 // A fixed pool of worker threads for data-parallel loops.
 //
 // Decode runs ~130 parallel regions per token, so the hand-off must cost microseconds: workers spin
-// on an atomic generation counter for a short while after each job before sleeping on a condition
-// variable. parallel_for splits [0, n) into one contiguous chunk per thread, so which thread computes
-// an output never changes how that output is accumulated (batch invariance lives in the kernels).
+// on an atomic generation counter for a short while after each job, then yield, then sleep on a
+// condition variable. parallel_for hands out small chunks from an atomic counter, so a thread the OS
+// has descheduled (a shared 2-core machine) delays only the chunk it holds, not a fixed share of
+// the work. Which thread computes an output never changes how it is accumulated (batch invariance
+// lives in the kernels).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -26,8 +28,8 @@ public:
     int n_threads() const { return n_threads_; }
 
     // Calls fn(thread_index, begin, end) on disjoint chunks covering [0, n); returns when all are done.
-    // Not reentrant: one parallel_for at a time per pool.
-    void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
+    // Chunks are at least `grain` long (except the last). Not reentrant: one call at a time per pool.
+    void parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain = 1);
     // Calls fn(thread_index, n_threads) once on every thread.
     void run_on_all(const std::function<void(int, int)>& fn);
 
@@ -39,6 +41,7 @@ private:
     const std::function<void(int, int)>* job_ = nullptr;
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
+    std::atomic<int64_t> next_chunk_{0};
     std::atomic<bool> stop_{false};
     std::mutex mutex_;
     std::condition_variable wake_;
