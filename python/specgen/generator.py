@@ -17,6 +17,11 @@ _SSD_SCHEDULES = ("uniform", "geometric")
 _SSD_BACKUPS = ("neural", "fast")
 
 
+def default_frspec_table() -> str:
+    """The FR-Spec table shipped for the Gemma 3 tokenizer (top 32768 ids; tools/build_frspec_table.py)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "frspec_gemma3_top32768.bin")
+
+
 @dataclass
 class GenerationResult:
     """What generate() returns. finish_reason is "stop" (a stop string), "length" (max_tokens or
@@ -66,6 +71,12 @@ class Generator:
     "geometric"), at most ``ssd_budget`` branches per round (-1: until the verdict). A cache miss runs
     ``ssd_backup``: "neural" (draft now) or "fast" (n-gram). ``saguaro_c`` in [0, 1] down-weights the
     drafter's top-F tokens (Saguaro sampling; 1 = off). Output stays lossless.
+
+    Draft head (self or model drafters, ALGORITHMS.md section 3): ``nanospec=True`` computes draft
+    logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids);
+    ``frspec=N`` over the N most frequent ids of ``frspec_path`` (default: the table shipped for
+    Gemma 3's tokenizer, specgen/data). Both stay lossless. With ``draft="self"`` and all layers,
+    verification reuses the drafter's hidden states (``reuse_draft_hidden``) and runs only the head.
     """
 
     def __init__(
@@ -88,6 +99,8 @@ class Generator:
         nanospec: bool = False,
         nanospec_capacity: int = 3072,
         frspec: int = 0,
+        frspec_path: Optional[Union[str, os.PathLike]] = None,
+        reuse_draft_hidden: bool = True,
         ssd: bool = False,
         ssd_fanout: int = 4,
         ssd_fanout_schedule: str = "uniform",
@@ -115,7 +128,7 @@ class Generator:
             )
         if verify not in _VERIFY:
             raise InvalidParameterError(f"verify must be one of {_VERIFY}, got {verify!r}")
-        for name, flag in (("nanospec", nanospec), ("ssd", ssd)):
+        for name, flag in (("nanospec", nanospec), ("ssd", ssd), ("reuse_draft_hidden", reuse_draft_hidden)):
             if not isinstance(flag, bool):
                 raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
 
@@ -137,6 +150,9 @@ class Generator:
         p.nanospec = nanospec
         p.nanospec_capacity = _check_int("nanospec_capacity", nanospec_capacity, 16, 1 << 20)
         p.frspec = _check_int("frspec", frspec, 0, 2**31 - 1)
+        if p.frspec > 0:
+            p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
+        p.reuse_draft_hidden = reuse_draft_hidden
         p.ssd = ssd
         if ssd_fanout_schedule not in _SSD_SCHEDULES:
             raise InvalidParameterError(f"ssd_fanout_schedule must be one of {_SSD_SCHEDULES}, got {ssd_fanout_schedule!r}")

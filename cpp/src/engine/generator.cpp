@@ -1,12 +1,14 @@
 #include "engine/generator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "spec/drafters.h"
 #include "spec/ssd.h"
+#include "spec/nanospec_vocab.h"
 
 namespace specgen {
 
@@ -16,6 +18,7 @@ double seconds_since(clock_type::time_point t0) {
     return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 constexpr int kPrefillChunk = 128;
+constexpr int kVocabHeadChunk = 16;  // prompt rows per full-head pass when seeding NanoSpec's set ([16, n_vocab] floats)
 
 int default_threads() {
     unsigned hw = std::thread::hardware_concurrency();
@@ -114,11 +117,29 @@ void generation::prefill() {
     auto t0 = clock_type::now();
     const int n = int(history_.size()) - 1;  // the last prompt token is forwarded by the first step
     const int n_layer = gen_->target().hp().n_layer;
-    for (int i = 0; i < n; i += kPrefillChunk)
-        gen_->eval_->forward(*gen_->cache_, history_.data() + i, std::min(kPrefillChunk, n - i), i, n_layer);
+    nanospec_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
+    const bool seed = vocab && vocab->grows();
+    if (seed) top3_.resize(size_t(n) * 3);
+    for (int i = 0; i < n; i += kPrefillChunk) {
+        const int m = std::min(kPrefillChunk, n - i);
+        gen_->eval_->forward(*gen_->cache_, history_.data() + i, m, i, n_layer);
+        if (seed) {
+            auto t_head = clock_type::now();
+            const int n_vocab = gen_->n_vocab(), E = gen_->target().hp().n_embd;
+            logits_.resize(size_t(std::min(kVocabHeadChunk, m)) * n_vocab);
+            for (int r = 0; r < m; r += kVocabHeadChunk) {
+                const int c = std::min(kVocabHeadChunk, m - r);
+                gen_->eval_->logits(gen_->eval_->hidden() + size_t(r) * E, c, logits_.data());
+                for (int j = 0; j < c; ++j) top3_ids(logits_.data() + size_t(j) * n_vocab, n_vocab, &top3_[size_t(i + r + j) * 3]);
+            }
+            stats_.nanospec_prefill_seconds += seconds_since(t_head);
+        }
+    }
     n_past_ = n;
     if (gen_->drafter_) gen_->drafter_->begin(history_);
     if (gen_->ssd_) gen_->ssd_->begin(history_, params_.sampling, params_.seed, method());
+    if (seed) vocab->seed(history_.data(), int64_t(history_.size()), top3_.data(), n);
+    if (vocab) stats_.vocab_set_size = vocab->size();
     stats_.prefill_seconds = seconds_since(t0);
     if (params_.max_tokens == 0) finish(finish_reason::length);
 }
@@ -165,6 +186,7 @@ std::string generation::step() {
     const int n_ctx = g.n_ctx();
     if (n_past_ >= n_ctx) return finish(finish_reason::length);
     const auto t_round = clock_type::now();
+    proposal_.clear();
 
     // 1. Draft (ALGORITHMS.md: x_1..x_g with proposals q_1..q_g).
     const int32_t pending = history_.back();
@@ -184,19 +206,18 @@ std::string generation::step() {
             auto t0 = clock_type::now();
             g.drafter_->propose(history_, max_n, params_.sampling, g.params_.draft_p_min, rng_, proposal_);
             stats_.draft_seconds += seconds_since(t0);
+            stats_.draft_head_seconds += proposal_.head_seconds;
             gamma = int(proposal_.tokens.size());
             if (gamma < g.params_.draft_min) gamma = 0;
         }
     }
 
-    // 2. One batched target forward over [pending, x_1..x_g]: rows give p_1..p_{g+1}.
+    // 2. The target's rows over [pending, x_1..x_g]: p_1..p_{g+1}.
     auto t_verify = clock_type::now();
     batch_.assign(1, pending);
     batch_.insert(batch_.end(), proposal_.tokens.begin(), proposal_.tokens.begin() + gamma);
     const int n_vocab = g.n_vocab();
-    g.eval_->forward(*g.cache_, batch_.data(), gamma + 1, n_past_, g.target().hp().n_layer);
-    logits_.resize(size_t(gamma + 1) * n_vocab);
-    g.eval_->logits(g.eval_->hidden(), gamma + 1, logits_.data());
+    target_logits(gamma);
     if (int(p_.size()) < gamma + 1) p_.resize(gamma + 1);
     // Row i's penalty history is the context it was computed in: history + x_1..x_i.
     history_.insert(history_.end(), batch_.begin() + 1, batch_.end());
@@ -207,6 +228,7 @@ std::string generation::step() {
 
     // 3. Verify: keep x_1..x_k and one corrected/bonus token y.
     verify_result vr = g.verifier_.verify(method(), proposal_.tokens.data(), gamma, p_.data(), proposal_.q.data(), rng_, &row_stats_);
+    grow_vocab(gamma, vr);
     stats_.verify_seconds += seconds_since(t_verify);
     if (g.ssd_) g.ssd_->resolve(vr.n_accepted, vr.next_token, stats_);  // a hit readies round t+1's draft
     if (g.drafter_ || g.ssd_) {
@@ -245,6 +267,45 @@ std::string generation::step() {
     stats_.decode_seconds += seconds_since(t_round);
     if (go && n_past_ >= n_ctx) finish(finish_reason::length);
     return out_;
+}
+
+void generation::target_logits(int gamma) {
+    generator& g = *gen_;
+    const int n_vocab = g.n_vocab(), n_layer = g.target().hp().n_layer, E = g.target().hp().n_embd;
+    logits_.resize(size_t(gamma + 1) * n_vocab);
+    // All-layers shortcut: the self drafter ran every target layer on the target's cache over
+    // [pending, x_1..x_{m-1}], writing the same keys/values and hidden states a verification forward
+    // would (batch-invariant kernels), so only the rows it did not forward (x_g when it drafted the
+    // full budget) go through the layers; then one head pass over the g+1 rows.
+    const int reused = g.params_.reuse_draft_hidden ? std::min(proposal_.n_target_hidden, gamma + 1) : 0;
+    if (reused == 0) {
+        g.eval_->forward(*g.cache_, batch_.data(), gamma + 1, n_past_, n_layer);
+        g.eval_->logits(g.eval_->hidden(), gamma + 1, logits_.data());
+        return;
+    }
+    hidden_.resize(size_t(gamma + 1) * E);
+    std::memcpy(hidden_.data(), proposal_.target_hidden.data(), sizeof(float) * size_t(reused) * E);
+    if (reused < gamma + 1) {
+        g.eval_->forward(*g.cache_, batch_.data() + reused, gamma + 1 - reused, n_past_ + reused, n_layer);
+        std::memcpy(hidden_.data() + size_t(reused) * E, g.eval_->hidden(), sizeof(float) * size_t(gamma + 1 - reused) * E);
+    }
+    g.eval_->logits(hidden_.data(), gamma + 1, logits_.data());
+}
+
+void generation::grow_vocab(int gamma, const verify_result& vr) {
+    nanospec_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
+    if (!vocab) return;
+    if (vocab->grows()) {
+        // The target rows on the emitted path (1..k+1: the ones whose context was kept) and the
+        // emitted tokens x_1..x_k, y.
+        const int n_rows = vr.n_accepted + 1, n_vocab = gen_->n_vocab();
+        top3_.resize(size_t(n_rows) * 3);
+        for (int r = 0; r < n_rows; ++r) top3_ids(logits_.data() + size_t(r) * n_vocab, n_vocab, &top3_[size_t(r) * 3]);
+        emitted_.assign(proposal_.tokens.begin(), proposal_.tokens.begin() + vr.n_accepted);
+        emitted_.push_back(vr.next_token);
+        vocab->grow(top3_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
+    }
+    stats_.vocab_set_size = vocab->size();
 }
 
 }  // namespace specgen

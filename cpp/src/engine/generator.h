@@ -90,6 +90,15 @@ public:
 private:
     friend class generator;
     void prefill();
+    // NanoSpec's prefill: the full head over the forwarded prompt rows, S seeded with the prompt ids
+    // and each row's top-3 (ALGORITHMS.md section 3). Only when the drafter's set grows.
+    void seed_vocab(int n_rows);
+    // The target's logits at [pending, x_1..x_g] into logits_ ([g+1, n_vocab]): one batched forward,
+    // or, when the drafter's hidden states are the target's own, only the head over them.
+    void target_logits(int gamma);
+    // After verification: NanoSpec's set grows by the target's top-3 on the emitted path, the emitted
+    // and the drafted tokens; stats_.vocab_set_size follows it.
+    void grow_vocab(int gamma, const verify_result& vr);
     int emit(int32_t token);  // returns 1 if generation continues
     verify_method method() const;
     std::string finish(finish_reason r);
@@ -110,6 +119,9 @@ private:
     std::vector<token_dist> p_;
     std::vector<int32_t> batch_;
     std::vector<float> logits_;
+    std::vector<float> hidden_;        // [g+1, n_embd] the all-layers shortcut's rows
+    std::vector<int32_t> top3_;        // [rows, 3] target top-3 ids for NanoSpec's set
+    std::vector<int32_t> emitted_;     // x_1..x_k, y of the current round
     std::vector<verify_row_stats> row_stats_;
 };
 

@@ -29,6 +29,7 @@ void generator_params::validate() const {
     require(std::isfinite(saguaro_c) && saguaro_c >= 0 && saguaro_c <= 1, "saguaro_c must be in [0, 1]");
     require(!ssd || (!draft.empty() && draft != "ngram"),
             "ssd=True needs a neural drafter: draft='self' or a draft model (got '" + draft + "')");
+    require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
 }
 
 void generate_params::validate() const {

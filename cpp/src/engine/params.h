@@ -32,6 +32,10 @@ struct generator_params {
     bool nanospec = false;        // draft head over the in-context vocabulary (ALGORITHMS.md 3)
     int32_t nanospec_capacity = 3072;
     int32_t frspec = 0;           // FR-Spec baseline: draft head over the N most frequent tokens
+    std::string frspec_path;      // FR-Spec frequency table (tools/build_frspec_table.py); needed when frspec > 0
+    // Self drafter over all layers: verification reuses the drafter's hidden states (the target's own)
+    // and only runs the head over them. false forces the full verification forward (tests, benchmarks).
+    bool reuse_draft_hidden = true;
     bool ssd = false;             // Saguaro: draft concurrently with verification (ALGORITHMS.md 4)
     int32_t ssd_fanout = 4;       // F (uniform) or F_0 (geometric): bonus candidates per outcome
     ssd_schedule ssd_fanout_schedule = ssd_schedule::uniform;

@@ -30,8 +30,10 @@ struct generation_stats {
     int64_t ssd_branches = 0;       // branches (k, bonus) drafted to completion
     double ssd_wait_seconds = 0;    // target idle: waiting for the drafter (hit branch, neural backup)
     double ssd_overlap_seconds = 0; // drafter busy while the target verified
-    // NanoSpec
+    // NanoSpec / FR-Spec
     int64_t vocab_set_size = 0;    // |S| at the end
+    double draft_head_seconds = 0;        // time in the drafter's LM head (part of draft_seconds)
+    double nanospec_prefill_seconds = 0;  // prefill's full head over the prompt rows for S (part of prefill_seconds)
 
     double prefill_tokens_per_second() const { return prefill_seconds > 0 ? n_prompt_tokens / prefill_seconds : 0; }
     double decode_tokens_per_second() const { return decode_seconds > 0 ? n_generated / decode_seconds : 0; }

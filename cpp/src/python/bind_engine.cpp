@@ -49,6 +49,8 @@ nb::dict stats_dict(const generation_stats& s) {
     d["ssd_wait_seconds"] = s.ssd_wait_seconds;
     d["ssd_overlap_seconds"] = s.ssd_overlap_seconds;
     d["ssd_overlap_fraction"] = s.ssd_overlap_fraction();
+    d["draft_head_seconds"] = s.draft_head_seconds;
+    d["nanospec_prefill_seconds"] = s.nanospec_prefill_seconds;
     return d;
 }
 
@@ -87,6 +89,8 @@ void bind_engine(nb::module_& m) {
         .def_rw("nanospec", &generator_params::nanospec)
         .def_rw("nanospec_capacity", &generator_params::nanospec_capacity)
         .def_rw("frspec", &generator_params::frspec)
+        .def_rw("frspec_path", &generator_params::frspec_path)
+        .def_rw("reuse_draft_hidden", &generator_params::reuse_draft_hidden)
         .def_rw("ssd", &generator_params::ssd)
         .def_rw("ssd_fanout", &generator_params::ssd_fanout)
         .def_rw("ssd_fanout_schedule", &generator_params::ssd_fanout_schedule)

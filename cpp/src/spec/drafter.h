@@ -14,10 +14,24 @@
 
 namespace specgen {
 
+class nanospec_vocab;
+
 struct draft_proposal {
     std::vector<int32_t> tokens;   // x_1..x_g
     std::vector<token_dist> q;     // q_1..q_g (point masses for deterministic drafters)
-    void clear() { tokens.clear(); }
+    // Set only by a drafter that runs ALL of the target's layers on the target's own KV cache (self,
+    // self_layers = 0): the target's output-normed hidden states of [pending, x_1..x_{m-1}] with
+    // m = n_target_hidden, exactly what a verification forward would compute for those positions
+    // (same weights, same cache, batch-invariant kernels), so verification may skip their layers.
+    // [n_target_hidden, n_embd]
+    std::vector<float> target_hidden;
+    int32_t n_target_hidden = 0;
+    double head_seconds = 0;       // time spent in the draft LM head during this propose()
+    void clear() {
+        tokens.clear();
+        n_target_hidden = 0;
+        head_seconds = 0;
+    }
 };
 
 struct drafter {
@@ -37,6 +51,10 @@ struct drafter {
     // Verification kept `history` (which now ends with the corrected/bonus token). Drafters that
     // learn from outcomes (n-gram tables, NanoSpec's vocabulary) update here.
     virtual void observe(const std::vector<int32_t>& history) {}
+
+    // The drafter's NanoSpec / FR-Spec vocabulary (ALGORITHMS.md section 3), or nullptr when its head
+    // covers the whole vocabulary. The generator grows a nanospec set from the target's rows.
+    virtual nanospec_vocab* vocab() { return nullptr; }
 };
 
 }  // namespace specgen

@@ -1,13 +1,21 @@
 // Drafters that run a transformer: a separate draft model ("model") or the target's own first L
 // layers ("self", early exit, writing the target's KV cache for those layers). Both draft
 // autoregressively: forward one token, head, the same logits processors as the target, sample.
+//
+// The head is the full LM head, or with NanoSpec / FR-Spec (ALGORITHMS.md section 3) the rows of a
+// token set S gathered into W_S (spec/nanospec_vocab.h): draft logits over S only, and the proposal
+// q_S is the processed distribution over S (zero outside it; the verifier's residual covers the rest).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
 #include "spec/drafters.h"
+#include "spec/frspec_table.h"
+#include "spec/nanospec_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specgen {
@@ -22,16 +30,36 @@ float top_probability(const float* logits, int n) {
     return float(1.0 / sum);
 }
 
+// The draft head's token set for m's LM head: NanoSpec's in-context set, FR-Spec's static one, or
+// null (full head).
+std::unique_ptr<nanospec_vocab> make_draft_vocab(const generator_params& params, const model& m) {
+    const float softcap = m.hp().final_softcap;
+    if (params.nanospec)
+        return std::make_unique<nanospec_vocab>(nanospec_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap);
+    if (params.frspec > 0) {
+        const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
+        auto v = std::make_unique<nanospec_vocab>(nanospec_vocab::kind::frspec, m.output(), params.frspec, softcap);
+        v->add(ids.data(), int64_t(ids.size()));
+        return v;
+    }
+    return nullptr;
+}
+
 class neural_drafter final : public drafter {
 public:
     // shares_cache: the target's cache holds history[0 .. n-2] for our layers at every propose() call.
-    neural_drafter(std::string name, const model& m, kv_cache& cache, backend& be, int n_layers, bool shares_cache)
-        : name_(std::move(name)), m_(m), cache_(cache), eval_(m, be), n_layers_(n_layers), shares_cache_(shares_cache) {}
+    // vocab: the NanoSpec / FR-Spec set over m's head, or null for the full head.
+    neural_drafter(std::string name, const model& m, kv_cache& cache, backend& be, int n_layers, bool shares_cache,
+                   std::unique_ptr<nanospec_vocab> vocab)
+        : name_(std::move(name)), m_(m), cache_(cache), be_(be), eval_(m, be), n_layers_(n_layers),
+          shares_cache_(shares_cache), vocab_(std::move(vocab)) {}
 
     std::string name() const override { return name_; }
     void begin(const std::vector<int32_t>&) override {
         if (!shares_cache_) cached_.clear();
+        if (vocab_) vocab_->reset();
     }
+    nanospec_vocab* vocab() override { return vocab_.get(); }
 
     void propose(const std::vector<int32_t>& history, int max_n, const sampling_params& params, float p_min,
                  rng& gen, draft_proposal& out) override {
@@ -48,8 +76,15 @@ public:
         max_n = std::min(max_n, n_ctx - n_hist);
         if (max_n <= 0) return;
         ctx_.assign(history.begin(), history.end());
-        const int n_vocab = m_.hp().n_vocab;
-        logits_.resize(n_vocab);
+        const int n_embd = m_.hp().n_embd;
+        // Same weights, same cache, every layer: our hidden states are the target's.
+        const bool target_hidden = shares_cache_ && n_layers_ == m_.hp().n_layer;
+        if (target_hidden && out.target_hidden.size() < size_t(max_n) * n_embd) out.target_hidden.resize(size_t(max_n) * n_embd);
+        out.n_target_hidden = 0;
+        out.head_seconds = 0;
+        const int n_logits = vocab_ ? vocab_->size() : m_.hp().n_vocab;
+        const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
+        logits_.resize(n_logits);
         if (out.q.size() < size_t(max_n)) out.q.resize(max_n);
         int pos = n_keep;
         const int32_t* feed = history.data() + n_keep;
@@ -58,12 +93,23 @@ public:
             for (int off = 0; off < n_feed; off += kChunk) {
                 const int m = std::min(kChunk, n_feed - off);
                 eval_.forward(cache_, feed + off, m, pos + off, n_layers_);
-                if (off + m == n_feed) eval_.logits(eval_.hidden() + size_t(m - 1) * m_.hp().n_embd, 1, logits_.data());
+                if (off + m == n_feed) {
+                    const float* h = eval_.hidden() + size_t(m - 1) * n_embd;
+                    if (target_hidden) {
+                        std::memcpy(out.target_hidden.data() + size_t(i) * n_embd, h, sizeof(float) * n_embd);
+                        out.n_target_hidden = i + 1;
+                    }
+                    const auto t0 = std::chrono::steady_clock::now();
+                    if (vocab_) vocab_->logits(be_, h, 1, logits_.data());
+                    else eval_.logits(h, 1, logits_.data());
+                    out.head_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                }
             }
             pos += n_feed;
-            if (p_min > 0 && top_probability(logits_.data(), n_vocab) < p_min) break;
+            // Over S this is the top probability of q_S's softmax (>= the full head's).
+            if (p_min > 0 && top_probability(logits_.data(), n_logits) < p_min) break;
             token_dist& q = out.q[i];
-            processor_.process(logits_.data(), nullptr, n_vocab, params, ctx_.data(), ctx_.size(), q);
+            processor_.process(logits_.data(), ids, n_logits, params, ctx_.data(), ctx_.size(), q);
             const int32_t x = sample_token(q, gen);
             out.tokens.push_back(x);
             ctx_.push_back(x);
@@ -79,9 +125,11 @@ private:
     std::string name_;
     const model& m_;
     kv_cache& cache_;
+    backend& be_;
     evaluator eval_;
     int n_layers_;
     bool shares_cache_;
+    std::unique_ptr<nanospec_vocab> vocab_;
     std::vector<int32_t> cached_, ctx_;
     std::vector<float> logits_;
     logits_processor processor_;
@@ -94,7 +142,8 @@ public:
         : file_(std::make_shared<gguf_file>(params.draft)), model_(file_), cache_(model_.hp(), params.n_ctx) {
         tokenizer draft_tok(*file_);
         check_same_vocabulary(target, target_tok, draft_tok);
-        inner_ = std::make_unique<neural_drafter>("model", model_, cache_, be, model_.hp().n_layer, false);
+        inner_ = std::make_unique<neural_drafter>("model", model_, cache_, be, model_.hp().n_layer, false,
+                                                  make_draft_vocab(params, model_));
     }
     std::string name() const override { return inner_->name(); }
     void begin(const std::vector<int32_t>& p) override { inner_->begin(p); }
@@ -102,6 +151,7 @@ public:
                  draft_proposal& out) override {
         inner_->propose(h, max_n, sp, p_min, gen, out);
     }
+    nanospec_vocab* vocab() override { return inner_->vocab(); }
 
 private:
     void check_same_vocabulary(const model& target, const tokenizer& a, const tokenizer& b) {
@@ -126,16 +176,18 @@ private:
 std::unique_ptr<drafter> make_drafter(const generator_params& params, const model& target, const tokenizer& tok,
                                       kv_cache& target_cache, backend& be) {
     if (params.draft.empty()) return nullptr;
-    if (params.nanospec) throw not_implemented_error("nanospec=True is not implemented yet (NanoSpec issue)");
-    if (params.frspec > 0) throw not_implemented_error("frspec is not implemented yet (NanoSpec issue)");
-    if (params.draft == "ngram") return make_ngram_drafter(params.ngram_max, params.ngram_min);
+    if (params.draft == "ngram") {
+        if (params.nanospec || params.frspec > 0)
+            throw invalid_argument_error("nanospec/frspec choose a draft LM head: they need draft = \"self\" or a draft model, not \"ngram\"");
+        return make_ngram_drafter(params.ngram_max, params.ngram_min);
+    }
     if (params.draft == "self") {
         const int n_layer = target.hp().n_layer;
         const int L = params.self_layers == 0 ? n_layer : params.self_layers;
         if (L < 1 || L > n_layer)
             throw invalid_argument_error("self_layers = " + std::to_string(params.self_layers) + " out of range [0, " +
                                          std::to_string(n_layer) + "] (0 = all layers)");
-        return std::make_unique<neural_drafter>("self", target, target_cache, be, L, true);
+        return std::make_unique<neural_drafter>("self", target, target_cache, be, L, true, make_draft_vocab(params, target));
     }
     return std::make_unique<model_drafter_owner>(params, target, tok, be);
 }

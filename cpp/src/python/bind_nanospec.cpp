@@ -1,0 +1,130 @@
+// specgen._core.NanoSpecVocab: NanoSpec's in-context vocabulary and gathered draft head
+// (spec/nanospec_vocab.h) over a loaded Generator's LM head, for tests and tools. The engine owns its
+// own sets inside the drafters; this object is a separate one over the same weights.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "common/error.h"
+#include "engine/generator.h"
+#include "python/bindings.h"
+#include "spec/frspec_table.h"
+#include "spec/nanospec_vocab.h"
+
+namespace nb = nanobind;
+
+namespace specgen::python {
+
+namespace {
+
+using ids_array = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
+using f32_2d = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+nb::ndarray<nb::numpy, float, nb::ndim<2>> owned_2d(std::vector<float>&& v, size_t rows, size_t cols) {
+    auto* out = new std::vector<float>(std::move(v));
+    nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+    size_t shape[2] = {rows, cols};
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(out->data(), 2, shape, owner);
+}
+
+// A set over the generator's head plus a private evaluator (1 thread) to compute hidden states.
+struct py_vocab {
+    py_vocab(const generator& g, int32_t capacity, bool frspec)
+        : m(g.target()), be(make_cpu_backend(1)), eval(m, *be), cache(m.hp(), g.n_ctx()),
+          vocab(frspec ? nanospec_vocab::kind::frspec : nanospec_vocab::kind::nanospec, m.output(), capacity,
+                m.hp().final_softcap) {}
+    const model& m;
+    std::unique_ptr<backend> be;
+    evaluator eval;
+    kv_cache cache;
+    nanospec_vocab vocab;
+};
+
+void check_top3(const ids_array& a) {
+    if (a.size() % 3 != 0) throw invalid_argument_error("top3 must have 3 ids per row");
+}
+
+}  // namespace
+
+void bind_nanospec(nb::module_& m) {
+    m.def("top3_ids",
+          [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits) {
+              std::vector<int32_t> out(3);
+              top3_ids(logits.data(), int64_t(logits.shape(0)), out.data());
+              return out;
+          },
+          nb::arg("logits"), "Ids of the 3 largest logits, best first (ties: lowest id).");
+    m.def("read_frspec_table", &read_frspec_table, nb::arg("path"), nb::arg("n_vocab"), nb::arg("n"),
+          "The first n ids of an FR-Spec table (tools/build_frspec_table.py), checked.");
+
+    nb::class_<py_vocab>(m, "NanoSpecVocab",
+                         "NanoSpec's token set S with its head rows gathered (ALGORITHMS.md section 3).")
+        .def(nb::init<const generator&, int32_t, bool>(), nb::arg("generator"), nb::arg("capacity") = 3072,
+             nb::arg("frspec") = false, nb::keep_alive<1, 2>())
+        .def("reset", [](py_vocab& v) { v.vocab.reset(); })
+        .def("add", [](py_vocab& v, int32_t id) { return v.vocab.add(id); }, nb::arg("id"))
+        .def("add_many", [](py_vocab& v, ids_array ids) { return v.vocab.add(ids.data(), int64_t(ids.size())); },
+             nb::arg("ids"))
+        .def("seed",
+             [](py_vocab& v, ids_array prompt, ids_array top3) {
+                 check_top3(top3);
+                 v.vocab.seed(prompt.data(), int64_t(prompt.size()), top3.data(), int64_t(top3.size() / 3));
+             },
+             nb::arg("prompt"), nb::arg("top3"))
+        .def("grow",
+             [](py_vocab& v, ids_array top3, ids_array emitted, ids_array drafted) {
+                 check_top3(top3);
+                 v.vocab.grow(top3.data(), int64_t(top3.size() / 3), emitted.data(), int64_t(emitted.size()),
+                              drafted.data(), int64_t(drafted.size()));
+             },
+             nb::arg("top3"), nb::arg("emitted"), nb::arg("drafted"))
+        .def_prop_ro("ids", [](const py_vocab& v) { return std::vector<int32_t>(v.vocab.ids(), v.vocab.ids() + v.vocab.size()); })
+        .def_prop_ro("size", [](const py_vocab& v) { return v.vocab.size(); })
+        .def_prop_ro("capacity", [](const py_vocab& v) { return v.vocab.capacity(); })
+        .def_prop_ro("full", [](const py_vocab& v) { return v.vocab.full(); })
+        .def("__contains__", [](const py_vocab& v, int32_t id) { return v.vocab.contains(id); })
+        .def("gathered",
+             [](const py_vocab& v) {
+                 const weight_view w = v.vocab.head();
+                 return nb::bytes(static_cast<const char*>(w.data), size_t(w.n_rows) * w.row_bytes());
+             },
+             "W_S as stored: size rows of the head's quantized rows.")
+        .def("head_rows",
+             [](const py_vocab& v, ids_array ids) {
+                 const weight_view& w = v.m.output();
+                 std::string out;
+                 for (size_t i = 0; i < ids.size(); ++i) {
+                     const int32_t id = ids.data()[i];
+                     if (id < 0 || id >= w.n_rows) throw invalid_argument_error("token id " + std::to_string(id) + " out of range");
+                     out.append(static_cast<const char*>(w.data) + size_t(id) * w.row_bytes(), w.row_bytes());
+                 }
+                 return nb::bytes(out.data(), out.size());
+             },
+             nb::arg("ids"), "The full head's rows for `ids`, as stored (reference for gathered()).")
+        .def("hidden",
+             [](py_vocab& v, const std::vector<int32_t>& tokens) {
+                 if (tokens.empty() || int64_t(tokens.size()) > v.cache.n_ctx())
+                     throw invalid_argument_error("hidden() needs 1..n_ctx tokens");
+                 const int E = v.m.hp().n_embd;
+                 {
+                     nb::gil_scoped_release nogil;
+                     v.eval.forward(v.cache, tokens.data(), int(tokens.size()), 0, v.m.hp().n_layer);
+                 }
+                 std::vector<float> h(v.eval.hidden(), v.eval.hidden() + tokens.size() * E);
+                 return owned_2d(std::move(h), tokens.size(), size_t(E));
+             },
+             nb::arg("tokens"), "Output-normed final hidden states of `tokens` in a fresh context: [n, n_embd].")
+        .def("logits",
+             [](py_vocab& v, f32_2d hidden) {
+                 if (int64_t(hidden.shape(1)) != v.m.hp().n_embd) throw invalid_argument_error("hidden must be [n, n_embd]");
+                 const size_t n = hidden.shape(0);
+                 std::vector<float> out(n * size_t(v.vocab.size()));
+                 v.vocab.logits(*v.be, hidden.data(), int(n), out.data());
+                 return owned_2d(std::move(out), n, size_t(v.vocab.size()));
+             },
+             nb::arg("hidden"), "Draft logits over S: [n, size], column k for ids[k].");
+}
+
+}  // namespace specgen::python

@@ -1,0 +1,97 @@
+#include "spec/nanospec_vocab.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace specgen {
+
+nanospec_vocab::nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap)
+    : kind_(k), full_(head), n_vocab_(int32_t(head.n_rows)), capacity_(capacity), softcap_(final_softcap),
+      row_bytes_(head.row_bytes()) {
+    if (capacity < 1) throw invalid_argument_error("nanospec capacity must be >= 1, got " + std::to_string(capacity));
+    if (capacity_ > n_vocab_) capacity_ = n_vocab_;
+    ids_.reserve(size_t(capacity_));
+    member_.assign(size_t(n_vocab_), 0);
+    rows_.resize(size_t(capacity_) * row_bytes_);  // reserved once: head() never moves
+}
+
+void nanospec_vocab::reset() {
+    if (kind_ == kind::frspec) return;
+    for (int32_t id : ids_) member_[size_t(id)] = 0;
+    ids_.clear();
+}
+
+int nanospec_vocab::add(int32_t id) {
+    if (id < 0 || id >= n_vocab_)
+        throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range [0, " + std::to_string(n_vocab_) + ")");
+    if (member_[size_t(id)] || full()) return 0;
+    // Gather: the head's row, bytes as stored (same quantized format, no requantization).
+    std::memcpy(rows_.data() + ids_.size() * row_bytes_, static_cast<const uint8_t*>(full_.data) + size_t(id) * row_bytes_, row_bytes_);
+    member_[size_t(id)] = 1;
+    ids_.push_back(id);
+    return 1;
+}
+
+int nanospec_vocab::add(const int32_t* ids, int64_t n) {
+    int added = 0;
+    for (int64_t i = 0; i < n; ++i) added += add(ids[i]);
+    return added;
+}
+
+void nanospec_vocab::seed(const int32_t* prompt, int64_t n_prompt, const int32_t* top3, int64_t n_rows) {
+    add(prompt, n_prompt);
+    for (int rank = 0; rank < 3; ++rank)
+        for (int64_t r = 0; r < n_rows; ++r) add(top3[r * 3 + rank]);
+}
+
+void nanospec_vocab::grow(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+                          const int32_t* drafted, int64_t n_drafted) {
+    for (int64_t r = 0; r < n_rows; ++r) add(top3[r * 3]);  // the target argmax
+    add(emitted, n_emitted);
+    add(drafted, n_drafted);
+    for (int rank = 1; rank < 3; ++rank)
+        for (int64_t r = 0; r < n_rows; ++r) add(top3[r * 3 + rank]);
+}
+
+weight_view nanospec_vocab::head() const {
+    weight_view w = full_;
+    w.n_rows = int64_t(ids_.size());
+    w.data = rows_.data();
+    return w;
+}
+
+void nanospec_vocab::logits(backend& be, const float* hidden, int n, float* out) const {
+    if (ids_.empty()) throw invalid_argument_error("nanospec: the draft vocabulary is empty");
+    be.matmul(head(), hidden, n, out);
+    // As evaluator::logits applies the model's final softcap, element by element.
+    if (softcap_ > 0) {
+        const int64_t count = int64_t(n) * size();
+        for (int64_t i = 0; i < count; ++i) out[i] = softcap_ * std::tanh(out[i] / softcap_);
+    }
+}
+
+void top3_ids(const float* logits, int64_t n_vocab, int32_t* out) {
+    // Running best three; a strict > keeps the lowest id among equal logits.
+    float v0 = -INFINITY, v1 = -INFINITY, v2 = -INFINITY;
+    int32_t i0 = 0, i1 = 0, i2 = 0;
+    int64_t filled = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+        const float v = logits[i];
+        if (filled >= 3 && !(v > v2)) continue;
+        if (filled < 3) ++filled;
+        if (filled == 1 || v > v0) {
+            v2 = v1; i2 = i1; v1 = v0; i1 = i0; v0 = v; i0 = int32_t(i);
+        } else if (filled == 2 || v > v1) {
+            v2 = v1; i2 = i1; v1 = v; i1 = int32_t(i);
+        } else {
+            v2 = v; i2 = int32_t(i);
+        }
+    }
+    out[0] = i0;
+    out[1] = n_vocab > 1 ? i1 : i0;
+    out[2] = n_vocab > 2 ? i2 : out[1];
+}
+
+}  // namespace specgen

@@ -1,0 +1,84 @@
+// NanoSpec's in-context vocabulary S and the draft head gathered over it (ALGORITHMS.md section 3),
+// and FR-Spec's static frequency subset, its baseline, on the same mechanism.
+//
+// S is a set of token ids kept in insertion order, with the LM-head rows of those ids copied into one
+// contiguous buffer W_S in the head's own quantized format:
+//   W_S: [|S|, n_embd], row k = the head's row ids()[k], ggml_row_size(type, n_embd) bytes each.
+// Rows are appended as ids arrive (a gather is only ever of the new ids) into a buffer reserved for
+// the full capacity up front, so head() stays valid and never moves while S grows.
+// Draft logits over S are logits[t, k] = h[t] . W_S[k] (then the model's final softcap), computed by
+// the same matmul kernel as the full head: they equal the full head's logits at ids()[k] bit for bit.
+//
+// Growth (kind nanospec):
+//   prefill:       S = unique(prompt ids U target top-3 at every prompt position the prefill computes);
+//   verification:  S grows by the target's argmax and top-3 on the emitted path, the drafted ids and
+//                  the emitted (accepted + corrected/bonus) tokens, which join the context;
+//   never shrinks within a request; reset() at the start of each request.
+// Full S: once |S| == capacity, further ids are not added (first come, first kept). Nothing in S is
+// ever dropped or thresholded, so a set never changes under a proposal that was sampled from it.
+// Ids arrive in priority order (prompt, then rank-1 ids, then ranks 2-3), so the ids a full set
+// turns away are the least useful ones. Losslessness never depends on S: the proposal q_S is zero
+// outside S and the verifier's residual reaches every other token.
+//
+// Kind frspec: a static set (the first N ids of a frequency table), filled once; reset() keeps it.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace specgen {
+
+class nanospec_vocab {
+public:
+    enum class kind { nanospec, frspec };
+
+    // head: the drafter's LM head [n_vocab, n_embd] (kept by reference: the model must outlive this).
+    // capacity: most ids S may hold (>= 1). final_softcap: the model's, 0 for none.
+    nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap);
+
+    kind mode() const { return kind_; }
+    bool grows() const { return kind_ == kind::nanospec; }
+    int32_t capacity() const { return capacity_; }
+    int32_t size() const { return int32_t(ids_.size()); }
+    bool full() const { return size() >= capacity_; }
+    bool contains(int32_t id) const { return id >= 0 && id < n_vocab_ && member_[size_t(id)] != 0; }
+    // The ids of S in insertion order: row k of head() is the head's row ids()[k].  [size()]
+    const int32_t* ids() const { return ids_.data(); }
+
+    // Empties S (nanospec; a new request). A frspec set is static and stays as it is.
+    void reset();
+    // Adds one id (and gathers its row) unless it is already in S or S is full. Returns 1 if added.
+    // Throws invalid_argument_error for an id outside [0, n_vocab).
+    int add(int32_t id);
+    int add(const int32_t* ids, int64_t n);
+
+    // Prefill: prompt ids, then the top-3 of each computed prompt row, rank by rank.
+    //   top3: [n_rows, 3] ids, best first (from top3_ids).
+    void seed(const int32_t* prompt, int64_t n_prompt, const int32_t* top3, int64_t n_rows);
+    // After a verification that emitted `emitted` ([n_emitted]: x_1..x_k, y) from `drafted`
+    // ([n_drafted]: x_1..x_g); top3: [n_rows, 3] ids of the target rows on the emitted path.
+    void grow(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+              const int32_t* drafted, int64_t n_drafted);
+
+    // W_S as a weight matrix [size(), n_embd] in the head's type (valid until the next add()).
+    weight_view head() const;
+    // logits[t, k] = softcap(h[t] . W_S[k])   hidden: [n, n_embd], out: [n, size()]
+    void logits(backend& be, const float* hidden, int n, float* out) const;
+
+private:
+    kind kind_;
+    weight_view full_;
+    int32_t n_vocab_;
+    int32_t capacity_;
+    float softcap_;
+    size_t row_bytes_;
+    std::vector<int32_t> ids_;
+    std::vector<uint8_t> member_;  // [n_vocab] 1 when the id is in S
+    std::vector<uint8_t> rows_;    // [capacity, row_bytes] gathered head rows, first size() used
+};
+
+// The 3 largest logits' ids, best first (ties: lowest id).  logits: [n_vocab], out: [3]
+void top3_ids(const float* logits, int64_t n_vocab, int32_t* out);
+
+}  // namespace specgen

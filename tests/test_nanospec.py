@@ -1,0 +1,225 @@
+"""NanoSpec's in-context draft vocabulary and FR-Spec's static one (ALGORITHMS.md section 3).
+
+1. The set S (specgen._core.NanoSpecVocab over Gemma 3 270M's head): prefill content, growth order,
+   capacity (a full set stops adding, never drops), reset per request, the incremental gather equals
+   gathering from scratch byte for byte, and the sparse head's logits equal the full head's at the same
+   ids bit for bit.
+2. Losslessness: the C++ verifier with proposals that miss part of p's support (q_S) keeps the
+   target's joint (Monte Carlo vs exact), and on the real model greedy output is identical to AR for
+   the self drafter (all layers: the hidden-state reuse shortcut; 6 layers) and the model drafter with
+   NanoSpec, and with FR-Spec; sampling at temperature 1 follows the target (chi-square).
+"""
+import numpy as np
+import pytest
+
+import specgen
+import specgen.verify as sv
+from specgen import _core
+
+from test_speculative import _goodness_of_fit
+
+PROMPT = "The history of the printing press begins"
+N_TOKENS = 24
+
+
+@pytest.fixture(scope="module")
+def vocab(gen):
+    return _core.NanoSpecVocab(gen._core, 3072)
+
+
+def _top3_rows(gen, ids):
+    lg = gen.logits(ids)
+    return lg, np.array([_core.top3_ids(np.ascontiguousarray(r)) for r in lg], np.int32)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. the set
+def test_top3_ids_matches_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(1000).astype(np.float32)
+    x[[5, 17]] = 9.0  # a tie: the lower id ranks first
+    assert _core.top3_ids(x) == [5, 17, int(np.argsort(-x, kind="stable")[2])]
+
+
+def test_prefill_content_and_order(gen, vocab):
+    ids = gen.tokenize(PROMPT)
+    lg, top3 = _top3_rows(gen, ids)
+    vocab.reset()
+    vocab.seed(np.array(ids, np.int32), top3[:-1])  # the engine's prefill computes all rows but the last
+    got = vocab.ids
+    expected = list(dict.fromkeys(ids + [int(t) for rank in range(3) for t in top3[:-1, rank]]))
+    assert got == expected
+    # the engine seeds the same set: a request that generates nothing reports |S|
+    g = specgen.Generator(gen.model_path, n_threads=1, n_ctx=256, draft="self", nanospec=True)
+    try:
+        assert g.generate(PROMPT, max_tokens=0).stats["vocab_set_size"] == len(expected)
+    finally:
+        g.close()
+
+
+def test_growth_order_and_no_duplicates(vocab):
+    vocab.reset()
+    vocab.add_many(np.array([1, 2, 3], np.int32))
+    top3 = np.array([[10, 11, 12], [20, 2, 21]], np.int32)
+    vocab.grow(top3, emitted=np.array([30, 31], np.int32), drafted=np.array([30, 40, 3], np.int32))
+    # argmax of each row, emitted, drafted, then ranks 2-3 row by row
+    assert vocab.ids == [1, 2, 3, 10, 20, 30, 31, 40, 11, 12, 21]
+    assert 40 in vocab and 99 not in vocab
+
+
+def test_capacity_stops_adding_and_never_drops(gen):
+    v = _core.NanoSpecVocab(gen._core, 16)
+    v.add_many(np.arange(10, dtype=np.int32))
+    first = v.ids
+    v.add_many(np.arange(100, 120, dtype=np.int32))
+    assert v.size == 16 and v.full
+    assert v.ids[:10] == first and v.ids[10:] == list(range(100, 106))
+    assert v.add(5000) == 0 and 5000 not in v
+    v.reset()
+    assert v.size == 0 and not v.full and 0 not in v
+    with pytest.raises(specgen.InvalidParameterError):
+        v.add(gen.n_vocab)
+
+
+def test_reset_per_request(model_path):
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=512, draft="self", nanospec=True)
+    try:
+        long = g.generate(PROMPT + " and continues through the centuries of European history", max_tokens=8,
+                          temperature=0).stats["vocab_set_size"]
+        short = g.generate("Hi", max_tokens=0).stats["vocab_set_size"]
+        assert 0 < short < long
+        assert short <= 2 + 3 * 1  # BOS + "Hi" and the top-3 of one row
+    finally:
+        g.close()
+
+
+def test_incremental_gather_equals_gather_from_scratch(gen):
+    rng = np.random.default_rng(1)
+    batches = [rng.integers(0, gen.n_vocab, size=n).astype(np.int32) for n in (5, 40, 1, 300)]
+    inc = _core.NanoSpecVocab(gen._core, 3072)
+    for b in batches:
+        inc.add_many(b)
+    scratch = _core.NanoSpecVocab(gen._core, 3072)
+    scratch.add_many(np.array(inc.ids, np.int32))
+    assert inc.ids == scratch.ids
+    assert inc.gathered() == scratch.gathered() == inc.head_rows(np.array(inc.ids, np.int32))
+
+
+def test_sparse_head_logits_equal_full_head_bit_for_bit(gen, vocab):
+    ids = gen.tokenize(PROMPT)
+    full = gen.logits(ids)  # the engine's evaluator on 2 threads
+    vocab.reset()
+    vocab.add_many(np.random.default_rng(2).permutation(gen.n_vocab)[:1000].astype(np.int32))
+    vocab.add_many(np.array(ids, np.int32))
+    h = vocab.hidden(ids)  # a separate evaluator on 1 thread
+    sparse = vocab.logits(h)
+    assert sparse.shape == (len(ids), vocab.size)
+    np.testing.assert_array_equal(sparse, full[:, vocab.ids])
+
+
+def test_frspec_table_shipped_and_checked(gen):
+    from specgen.generator import default_frspec_table
+
+    ids = _core.read_frspec_table(default_frspec_table(), gen.n_vocab, 32768)
+    assert len(ids) == len(set(ids)) == 32768 and all(0 <= i < gen.n_vocab for i in ids)
+    assert gen.tokenize(" the", add_bos=False)[0] in ids[:300]
+    with pytest.raises(specgen.InvalidParameterError):
+        _core.read_frspec_table(default_frspec_table(), 1000, 10)  # another vocabulary
+    with pytest.raises(specgen.InvalidParameterError):
+        _core.read_frspec_table(default_frspec_table(), gen.n_vocab, 1 << 20)  # too few ids
+
+
+def test_option_errors(model_path):
+    with pytest.raises(specgen.InvalidParameterError):
+        specgen.Generator(model_path, n_ctx=64, draft="ngram", nanospec=True)
+    with pytest.raises(specgen.InvalidParameterError):
+        specgen.Generator(model_path, n_ctx=64, draft="self", nanospec=True, frspec=100)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. losslessness
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_verifier_lossless_with_q_over_a_subset(method):
+    """q_S: every draft row is a distribution over the same strict subset S of the vocabulary (p has
+    mass outside it, and a target favourite is missing). The C++ verifier's emitted tokens follow the
+    exact round distribution, and completed sequences the target's joint (chi-square at 1e-6)."""
+    from test_verify import chi2_test, exact_round, random_tree, target_joint
+
+    rng = np.random.default_rng(3)
+    V, g = 4, 3
+    P = random_tree(rng, V, g + 1)
+    Q = random_tree(rng, V, g)
+    S = np.array([0, 2])  # token 1 and 3 never proposed
+    Q[:, [1, 3]] = 0.0
+    Q /= Q.sum(axis=1, keepdims=True)
+    P[:, 3] += 2.0  # the target's favourite lies outside S
+    P /= P.sum(axis=1, keepdims=True)
+    assert (P[:, [1, 3]].sum(axis=1) > 0.3).all() and set(np.flatnonzero(Q.sum(axis=0))) == set(S)
+    sim = sv.simulate(method, P, Q, g, 200_000, seed=4)
+    stat, thr = chi2_test(sim["emitted"], exact_round(method, P, Q, V, g))
+    assert stat < thr
+    stat, thr = chi2_test(sim["completed"], target_joint(P, V, g))
+    assert stat < thr
+
+
+@pytest.fixture(scope="module")
+def ar_tokens(gen):
+    return gen.generate(PROMPT, max_tokens=N_TOKENS, temperature=0).tokens
+
+
+@pytest.mark.parametrize("case", ["self_all", "self_all_no_reuse", "self6", "model", "frspec_self", "frspec_model"])
+def test_greedy_identity(model_path, ar_tokens, case):
+    kw = {
+        "self_all": dict(draft="self", nanospec=True),
+        "self_all_no_reuse": dict(draft="self", nanospec=True, reuse_draft_hidden=False),
+        "self6": dict(draft="self", self_layers=6, nanospec=True),
+        "model": dict(draft=model_path, nanospec=True, nanospec_capacity=16),
+        "frspec_self": dict(draft="self", frspec=32768),
+        "frspec_model": dict(draft=model_path, frspec=2048),
+    }[case]
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=256, draft_max=4, **kw)
+    try:
+        r = g.generate(PROMPT, max_tokens=N_TOKENS, temperature=0)
+        assert r.tokens == ar_tokens, case
+        s = r.stats
+        assert s["n_rounds"] > 0 and s["n_drafted"] > 0 and 0 < s["vocab_set_size"]
+        assert 0 < s["draft_head_seconds"] <= s["draft_seconds"]
+        if case == "model":
+            assert s["vocab_set_size"] == 16  # the capacity was reached and kept
+    finally:
+        g.close()
+
+
+def test_hidden_reuse_is_bit_identical_when_sampling(model_path):
+    """At temperature 1 the same seed gives the same tokens with and without the all-layers shortcut:
+    every target row p_i is bit-identical (one rounding difference would change the draws)."""
+    outs = []
+    for reuse in (True, False):
+        g = specgen.Generator(model_path, n_threads=1, n_ctx=256, draft="self", nanospec=True, draft_max=4,
+                              reuse_draft_hidden=reuse)
+        try:
+            outs.append([g.generate(PROMPT, max_tokens=12, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                                    seed=s).tokens for s in range(2)])
+        finally:
+            g.close()
+    assert outs[0] == outs[1]
+
+
+def test_sampling_matches_target_distribution(model_path, gen):
+    """First generated token at temperature 1 (top_k 40) follows the exact AR distribution although
+    q_S is zero outside S."""
+    prompt = "My favourite colour is"
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=128, draft="self", nanospec=True, draft_max=1)
+    firsts = []
+    try:
+        for seed in range(300):
+            # max_tokens=2: round 1 drafts one token (the budget keeps one for the correction/bonus)
+            r = g.generate(prompt, max_tokens=2, temperature=1.0, top_k=40, top_p=1.0, min_p=0.0, seed=seed)
+            firsts.append(r.tokens[0])
+    finally:
+        g.close()
+    sp = _core.SamplingParams()
+    sp.temperature, sp.top_k, sp.top_p, sp.min_p = 1.0, 40, 1.0, 0.0
+    ids = gen.tokenize(prompt)
+    ids_p, probs_p = _core.process_logits(gen.logits(ids)[-1], sp, np.array(ids, dtype=np.int32))
+    assert _goodness_of_fit(firsts, list(ids_p), list(probs_p)) > 1e-3
