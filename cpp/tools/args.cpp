@@ -88,6 +88,7 @@ speculative decoding (lossless: greedy output is identical to plain decoding):
        --verify token|block   verification: token-wise or block/HSD (default: block)
        --nanospec             draft head over the in-context vocabulary (NanoSpec)
        --frspec N             FR-Spec baseline: draft head over the N most frequent tokens
+       --frspec-path FILE     FR-Spec frequency table (default: the one shipped for Gemma 3)
        --ssd                  draft concurrently with verification (Saguaro; needs --draft self or -md)
        --ssd-fanout N         SSD bonus candidates per outcome (default: 4)
        --ssd-schedule S       SSD fan-out schedule: uniform|geometric (default: uniform)
@@ -182,6 +183,7 @@ options parse_args(int argc, char** argv) {
         else throw usage_error(f + " must be 'neural' or 'fast', got " + quoted(v));
     });
     add({"--frspec"}, [&](const std::string& f, const std::string& v) { g.frspec = int32_t(parse_int(f, v, 0, 1 << 24)); });
+    add({"--frspec-path"}, [&](const std::string&, const std::string& v) { g.frspec_path = v; });
 
     const std::map<std::string, std::function<void()>> switches = {
         {"-h", [&] { o.show_help = true; }},

@@ -144,6 +144,11 @@ int run(int argc, char** argv) {
     }
     if (!is_regular_file(o.model)) throw runtime_failure("model file '" + o.model + "' does not exist or is not a file");
     gp.model_path = o.model;
+    if (gp.frspec > 0 && gp.frspec_path.empty()) {
+        gp.frspec_path = default_frspec_table();
+        if (gp.frspec_path.empty())
+            throw runtime_failure("--frspec needs --frspec-path (the shipped table comes with the specgen Python package)");
+    }
     if (!o.draft_model.empty()) {
         if (!is_regular_file(o.draft_model))
             throw runtime_failure("draft model file '" + o.draft_model + "' does not exist or is not a file");

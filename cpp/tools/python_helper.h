@@ -15,6 +15,13 @@ std::string python_executable();
 // Returns "" when the package is not installed or Python cannot be run (its stderr is discarded).
 std::string default_model_path();
 
+// The FR-Spec table shipped in the Python package (specgen/data), or "" when it cannot be found.
+std::string default_frspec_table();
+
+// Runs `python -c code` and returns the last line it printed when that names an existing file
+// ("" otherwise, or when Python fails; its stderr is discarded).
+std::string python_print_path(const char* code);
+
 // Replaces this process by `python -m specgen.bench args...`. Returns only on failure, with a
 // one-line reason in *why.
 void exec_bench(int argc, char** argv, std::string* why);

@@ -192,6 +192,7 @@ specgen_generator_params specgen_generator_default_params(void) {
     p.n_threads_draft = d.n_threads_draft;
     p.draft_kind = SPECGEN_DRAFT_KIND_NONE;
     p.draft_path = nullptr;
+    p.frspec_path = nullptr;
     p.verify = d.verify == specgen::verify_mode::token ? SPECGEN_VERIFY_TOKEN : SPECGEN_VERIFY_BLOCK;
     p.draft_max = d.draft_max;
     p.draft_min = d.draft_min;
@@ -247,6 +248,7 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.nanospec = p.nanospec;
         gp.nanospec_capacity = p.nanospec_capacity;
         gp.frspec = p.frspec;
+        if (p.frspec_path) gp.frspec_path = p.frspec_path;
         gp.ssd = p.ssd;
         gp.ssd_fanout = p.ssd_fanout;
         switch (p.ssd_fanout_schedule) {

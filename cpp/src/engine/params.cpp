@@ -30,6 +30,8 @@ void generator_params::validate() const {
     require(!ssd || (!draft.empty() && draft != "ngram"),
             "ssd=True needs a neural drafter: draft='self' or a draft model (got '" + draft + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
+    require(!(nanospec || frspec > 0) || (!draft.empty() && draft != "ngram"),
+            "nanospec/frspec choose a draft LM head: they need draft='self' or a draft model (got '" + draft + "')");
 }
 
 void generate_params::validate() const {
