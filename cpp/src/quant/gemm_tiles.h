@@ -16,13 +16,21 @@ void rows_loop(int64_t n, const uint8_t* W, size_t ws, int n_rows, const uint8_t
 }
 
 // Signature of quant::gemm_fn; Y[t*ys + r] for t < n_tok, r < n_rows.
+// Rows are walked in blocks that stay in cache while every token tile passes over them, so a batch
+// of tokens (verification, prefill) reads the weights from memory once, not once per token tile.
 template <class K>
 void gemm_tiled(int64_t n, const void* Wv, size_t ws, int n_rows, const void* Xv, size_t xs, int n_tok, float* Y,
                 int64_t ys) {
     const uint8_t* W = static_cast<const uint8_t*>(Wv);
     const uint8_t* X = static_cast<const uint8_t*>(Xv);
     constexpr int NTB = K::nt_batch;
-    int t = 0;
-    for (; t + NTB <= n_tok; t += NTB) rows_loop<K, NTB>(n, W, ws, n_rows, X + t * xs, xs, Y + t * ys, ys);
-    for (; t < n_tok; ++t) rows_loop<K, 1>(n, W, ws, n_rows, X + t * xs, xs, Y + t * ys, ys);
+    constexpr int kRowBlock = 32;
+    for (int r0 = 0; r0 < n_rows; r0 += kRowBlock) {
+        const int nr = n_rows - r0 < kRowBlock ? n_rows - r0 : kRowBlock;
+        const uint8_t* Wb = W + r0 * ws;
+        float* Yb = Y + r0;
+        int t = 0;
+        for (; t + NTB <= n_tok; t += NTB) rows_loop<K, NTB>(n, Wb, ws, nr, X + t * xs, xs, Yb + t * ys, ys);
+        for (; t < n_tok; ++t) rows_loop<K, 1>(n, Wb, ws, nr, X + t * xs, xs, Yb + t * ys, ys);
+    }
 }
