@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -56,6 +57,10 @@ class Generator:
     target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
     vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying.
+
+    ``device`` is "cpu", "cuda" or "cuda:N": on CUDA the weights, KV caches and activations live in
+    device memory and sampling/verification run on the host on downloaded logits. A build without
+    CUDA, or a machine without a device, raises DeviceError.
     """
 
     def __init__(
@@ -88,12 +93,8 @@ class Generator:
             raise InvalidParameterError("pass either model or model_path, not both")
         if model is None:
             model = model_path
-        if device != "cpu":
-            from specgen.errors import SpecgenNotImplementedError
-
-            raise SpecgenNotImplementedError(
-                f"device={device!r}: this build runs on the CPU only (CUDA backend issue)"
-            )
+        if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]{1,3})?", device):
+            raise InvalidParameterError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
         if verify not in _VERIFY:
             raise InvalidParameterError(f"verify must be one of {_VERIFY}, got {verify!r}")
         for name, flag in (("nanospec", nanospec), ("ssd", ssd)):
@@ -104,6 +105,7 @@ class Generator:
         p.model_path = resolve_model(model, cache_dir=cache_dir)
         p.n_ctx = _check_int("n_ctx", n_ctx, 1, 1 << 20)
         p.n_threads = 0 if n_threads is None else _check_int("n_threads", n_threads, 1, 512)
+        p.device = device  # "cuda" without CUDA in the build or without a device: DeviceError
         p.n_threads_draft = 0 if n_threads_draft is None else _check_int("n_threads_draft", n_threads_draft, 1, 512)
         p.verify = getattr(_core.VerifyMode, verify)
         p.draft_max = _check_int("draft_max", draft_max, 1, 64)
@@ -124,6 +126,7 @@ class Generator:
             p.draft = resolve_model(draft, cache_dir=cache_dir)
         self.seed = None if seed is None else _check_int("seed", seed, 0, 2**64 - 1)
         self.model_path = p.model_path
+        self.device = device
         self.draft = draft
         self._core = _core.Generator(p)
 

@@ -41,9 +41,10 @@ generator::generator(const generator_params& params) : params_(params), verifier
     if (tokenizer_->n_vocab() != model_->hp().n_vocab)
         throw model_load_error("GGUF " + params_.model_path + ": tokenizer has " + std::to_string(tokenizer_->n_vocab()) +
                                " tokens but token_embd.weight has " + std::to_string(model_->hp().n_vocab) + " rows");
-    backend_ = make_cpu_backend(params_.n_threads);
+    backend_ = make_backend(params_.device, params_.n_threads);
     eval_ = std::make_unique<evaluator>(*model_, *backend_);
     cache_ = std::make_unique<kv_cache>(model_->hp(), params_.n_ctx);
+    cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     verifier_ = verifier(model_->hp().n_vocab);
     drafter_ = make_drafter(params_, *model_, *tokenizer_, *cache_, *backend_);
 }
