@@ -10,4 +10,5 @@ void bind_tokenizer(nanobind::module_& m);
 void bind_sampling(nanobind::module_& m);
 void bind_verify(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
+void bind_backend(nanobind::module_& m);
 }  // namespace specgen::python

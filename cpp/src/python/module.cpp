@@ -10,4 +10,5 @@ NB_MODULE(_core, m) {
     bind_sampling(m);
     bind_verify(m);
     bind_engine(m);
+    bind_backend(m);
 }
