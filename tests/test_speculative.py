@@ -33,8 +33,9 @@ def _drafters(model_path):
 @pytest.mark.parametrize("verify", ["token", "block"])
 def test_greedy_identity(model_path, ar_outputs, drafter, verify):
     for gamma in (1, 4, 8):
+        # a fixed gamma, so every configuration is exercised as named
         g = specgen.Generator(model_path, n_threads=2, n_ctx=512, verify=verify, draft_max=gamma,
-                              **_drafters(model_path)[drafter])
+                              draft_adaptive=False, **_drafters(model_path)[drafter])
         try:
             for p in PROMPTS:
                 r = g.generate(p, max_tokens=N_TOKENS, temperature=0)
@@ -102,7 +103,7 @@ def test_sampling_matches_target_distribution(model_path, gen, drafter, top_p):
     """First and second generated tokens at temperature 1 follow the exact AR distribution."""
     prompt = "My favourite colour is"
     g = specgen.Generator(model_path, n_threads=2, n_ctx=256, draft_max=4, **_drafters(model_path)[drafter])
-    n = 400
+    n = 300
     firsts, pairs = [], []
     try:
         for seed in range(n):

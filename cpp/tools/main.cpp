@@ -151,7 +151,7 @@ int run(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     generator g(gp);
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const std::vector<int32_t> tokens = g.tok().encode(prompt, true, false);
+    const std::vector<int32_t> tokens = g.tok().encode(prompt, true, true);
     std::signal(SIGINT, on_sigint);
     std::unique_ptr<generation> gen = g.start(tokens, run);
     // Printed once the request is accepted, so that a load or prompt error stays the only line on stderr.

@@ -14,11 +14,19 @@ from specgen.errors import (
     SpecgenNotImplementedError,
 )
 from specgen.generator import GenerationResult, Generator
+from specgen import bench, bounds, paths, verify  # noqa: E402  (submodules as attributes)
+from specgen._core import Rng, SamplingParams
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Generator",
+    "bench",
+    "bounds",
+    "verify",
+    "paths",
+    "Rng",
+    "SamplingParams",
     "GenerationResult",
     "SpecgenError",
     "ModelLoadError",

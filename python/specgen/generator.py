@@ -56,7 +56,8 @@ class Generator:
     Speculative decoding: ``draft`` is None (plain decoding), "ngram" (prompt lookup), "self" (the
     target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
     vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
-    the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying.
+    the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
+    ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
 
     ``device`` is "cpu", "cuda" or "cuda:N": on CUDA the weights, KV caches and activations live in
     device memory and sampling/verification run on the host on downloaded logits. A build without
@@ -76,6 +77,7 @@ class Generator:
         draft_max: int = 8,
         draft_min: int = 0,
         draft_p_min: float = 0.0,
+        draft_adaptive: bool = True,
         self_layers: int = 0,
         ngram_max: int = 4,
         ngram_min: int = 1,
@@ -111,6 +113,9 @@ class Generator:
         p.draft_max = _check_int("draft_max", draft_max, 1, 64)
         p.draft_min = _check_int("draft_min", draft_min, 0, p.draft_max)
         p.draft_p_min = _check_float("draft_p_min", draft_p_min, 0.0, 1.0)
+        if not isinstance(draft_adaptive, bool):
+            raise InvalidParameterError(f"draft_adaptive must be True or False, got {draft_adaptive!r}")
+        p.draft_adaptive = draft_adaptive
         p.self_layers = _check_int("self_layers", self_layers, 0)
         p.ngram_max = _check_int("ngram_max", ngram_max, 1, 64)
         p.ngram_min = _check_int("ngram_min", ngram_min, 1, p.ngram_max)
@@ -224,7 +229,9 @@ class Generator:
             seed = self.seed if self.seed is not None else secrets.randbits(63)
         gp.seed = _check_int("seed", seed, 0, 2**64 - 1)
         if isinstance(prompt, str):
-            tokens = self._g.tokenize(prompt, True, False)
+            # Control tokens written in the prompt ("<start_of_turn>") are parsed, as chat
+            # templates need (llama-cpp-python does the same for completions).
+            tokens = self._g.tokenize(prompt, True, True)
         elif isinstance(prompt, (list, tuple, np.ndarray)):
             tokens = [int(t) for t in prompt]
         else:

@@ -204,7 +204,7 @@ typedef struct specgen_stats {
  * (exactly len bytes at piece, valid during the call only). Return 0 to go on, non-zero to cancel. */
 typedef int (*specgen_piece_callback)(const char * piece, size_t len, void * user);
 
-/* Continues `prompt` (tokenized as specgen_tokenize with add_special true, parse_special false)
+/* Continues `prompt` (tokenized as specgen_tokenize with add_special true, parse_special true)
  * and streams the continuation through `on_piece` (may be NULL), with user passed through.
  * `params` may be NULL for the defaults. `stats` (may be NULL) receives the statistics.
  * Returns SPECGEN_STATUS_OK when the generation finished (stats->finish_reason says why);

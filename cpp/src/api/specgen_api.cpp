@@ -146,7 +146,7 @@ specgen_status generate_common(specgen_generator* gen, const int32_t* tokens, in
         if (!gen || !gen->gen) return invalid("generator is NULL");
         std::vector<int32_t> prompt;
         if (text) {
-            prompt = gen->gen->tok().encode(text, true, false);
+            prompt = gen->gen->tok().encode(text, true, true);
         } else {
             if (n_tokens < 0) return invalid("n_prompt must be >= 0, got " + std::to_string(n_tokens));
             if (n_tokens > 0 && !tokens) return invalid("prompt is NULL");

@@ -93,6 +93,7 @@ generation::generation(generator& g, const std::vector<int32_t>& prompt, const g
         throw context_overflow_error("prompt of " + std::to_string(history_.size()) + " tokens does not fit into n_ctx = " +
                                      std::to_string(g.n_ctx()) + "; use a larger n_ctx or a shorter prompt");
     stats_.n_prompt_tokens = int64_t(history_.size());
+    draft_cap_ = g.params().draft_max;
 }
 
 generation::~generation() {
@@ -159,7 +160,7 @@ std::string generation::step() {
     int64_t budget = params_.max_tokens < 0 ? INT64_MAX : params_.max_tokens - int64_t(generated_.size());
     if (g.drafter_) {
         const int room = n_ctx - n_past_ - 1;
-        const int max_n = int(std::min<int64_t>({g.params_.draft_max, room, budget - 1}));
+        const int max_n = int(std::min<int64_t>({draft_cap_, room, budget - 1}));
         if (max_n > 0) {
             auto t0 = clock_type::now();
             g.drafter_->propose(history_, max_n, params_.sampling, g.params_.draft_p_min, rng_, proposal_);
@@ -209,6 +210,12 @@ std::string generation::step() {
             stats_.n_alpha += 1;
         }
     }
+
+    // The next round's gamma depends only on outcomes already emitted, so adapting it keeps the
+    // output distribution unchanged.
+    if (g.params_.draft_adaptive && gamma > 0)
+        draft_cap_ = vr.n_accepted == gamma ? std::min(g.params_.draft_max, 2 * draft_cap_)
+                                            : std::max(1, vr.n_accepted + 1);
 
     // 4. Commit: the KV cache now holds pending and x_1..x_k; y becomes the new pending token.
     n_past_ += 1 + vr.n_accepted;

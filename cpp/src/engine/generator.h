@@ -39,6 +39,7 @@ public:
     const gguf_file& file() const { return *file_; }
     int32_t n_ctx() const { return params_.n_ctx; }
     int32_t n_vocab() const { return model_->hp().n_vocab; }
+    size_t kv_bytes() const { return cache_->bytes(); }
 
     // Logits of every position of `tokens` in a fresh context: [n, n_vocab] row-major, computed in
     // forward passes of batch_size tokens (results do not depend on it: batch invariance).
@@ -95,6 +96,7 @@ private:
     std::vector<int32_t> history_;     // prompt + emitted tokens (the last one pending)
     std::vector<int32_t> generated_;
     int32_t n_past_ = 0;
+    int32_t draft_cap_ = 0;            // gamma for the next round (adaptive; see generator_params)
     text_stream stream_;
     std::string out_;                  // text produced during the current step
     finish_reason reason_ = finish_reason::none;

@@ -25,6 +25,8 @@ struct generator_params {
     int32_t draft_max = 8;        // gamma: most tokens drafted per round
     int32_t draft_min = 0;        // rounds with fewer drafted tokens fall back to plain decoding
     float draft_p_min = 0.0f;     // stop drafting when the drafter's top probability falls below this
+    bool draft_adaptive = true;   // adapt gamma to acceptance: halve to the accepted length on a
+                                  // rejection, double after a fully accepted round (up to draft_max)
     int32_t self_layers = 0;      // self drafter: layers run before exiting (0: all)
     int32_t ngram_max = 4;        // n-gram drafter: longest suffix matched
     int32_t ngram_min = 1;        // shortest suffix matched

@@ -69,6 +69,7 @@ void bind_engine(nb::module_& m) {
         .def_rw("draft_max", &generator_params::draft_max)
         .def_rw("draft_min", &generator_params::draft_min)
         .def_rw("draft_p_min", &generator_params::draft_p_min)
+        .def_rw("draft_adaptive", &generator_params::draft_adaptive)
         .def_rw("self_layers", &generator_params::self_layers)
         .def_rw("ngram_max", &generator_params::ngram_max)
         .def_rw("ngram_min", &generator_params::ngram_min)
@@ -141,6 +142,7 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("device", [](const generator& g) { return g.params().device; })
         .def_prop_ro("bytes_per_token", [](const generator& g) { return g.target().bytes_per_token(); })
         .def_prop_ro("file_size", [](const generator& g) { return g.file().file_size(); })
+        .def_prop_ro("kv_bytes", [](const generator& g) { return g.kv_bytes(); })
         .def("metadata", [](const generator& g) {
             nb::dict d;
             for (const auto& [k, v] : g.file().metadata()) d[k.c_str()] = g.file().value_to_string(v);

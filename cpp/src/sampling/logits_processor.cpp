@@ -38,11 +38,43 @@ int32_t sample_token(const token_dist& dist, rng& gen) {
     return dist.ids[last];  // u within rounding of the total
 }
 
+namespace {
+// Length of the shortest prefix of probs[0..m) whose cumulative mass reaches target.
+size_t prefix_reaching(const std::vector<double>& probs, size_t m, double target) {
+    double cum = 0.0;
+    for (size_t i = 0; i < m; ++i) {
+        cum += probs[i];
+        if (cum >= target) return i + 1;
+    }
+    return m;
+}
+}  // namespace
+
 void logits_processor::process(const float* logits, const int32_t* ids, int32_t n,
                                const sampling_params& params, const int32_t* history,
                                size_t n_history, token_dist& out) {
     if (n <= 0) throw invalid_argument_error("logits_processor: n = " + std::to_string(n) + " logits");
     params.validate();
+
+    const bool penalty = params.repeat_penalty != 1.0f && params.repeat_last_n != 0 && n_history > 0;
+    if (params.greedy() && !penalty) {
+        // Fast path for greedy decoding: one pass, no candidate copy (ties: lowest id, as below).
+        int32_t best = -1;
+        float best_logit = -INFINITY;
+        for (int32_t i = 0; i < n; ++i) {
+            const float l = logits[i];
+            if (std::isnan(l) || l == INFINITY)
+                throw invalid_argument_error("logits_processor: logit " + std::to_string(i) + " is " +
+                                             std::to_string(l) + " (NaN/+inf; -inf masks a token)");
+            const int32_t id = ids ? ids[i] : i;
+            if (best < 0 || l > best_logit || (l == best_logit && id < best)) {
+                best = id;
+                best_logit = l;
+            }
+        }
+        out.set_point_mass(best);
+        return;
+    }
 
     cands_.resize(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
@@ -54,7 +86,7 @@ void logits_processor::process(const float* logits, const int32_t* ids, int32_t 
     }
 
     // Repeat penalty, llama.cpp semantics: each distinct token of the window once, sign-aware.
-    if (params.repeat_penalty != 1.0f && params.repeat_last_n != 0 && n_history > 0) {
+    if (penalty) {
         const size_t window = params.repeat_last_n < 0
                                   ? n_history
                                   : std::min(n_history, static_cast<size_t>(params.repeat_last_n));
@@ -131,17 +163,27 @@ void logits_processor::process(const float* logits, const int32_t* ids, int32_t 
     cands_.resize(m);
     probs_.resize(m);
     if (params.top_p < 1.0f) {
-        if (!sorted) {
-            std::sort(cands_.begin(), cands_.end(), before);
-            for (size_t i = 0; i < m; ++i) probs_[i] = rel_prob(cands_[i]);
-        }
         const double target = static_cast<double>(params.top_p) * sum;
-        double cum = 0.0;
-        for (size_t i = 0; i < m; ++i) {
-            cum += probs_[i];
-            if (cum >= target) {
-                m = i + 1;
-                break;
+        if (sorted) {
+            m = prefix_reaching(probs_, m, target);
+        } else {
+            // Sort only as far as the nucleus reaches: the best 1024 first, doubling while the
+            // cumulative mass is short of the target. Without top-k this avoids sorting 262k ids.
+            size_t done = 0;
+            double cum = 0.0;
+            for (size_t c = std::min<size_t>(m, 1024);; c = std::min(m, 2 * c)) {
+                std::partial_sort(cands_.begin() + done, cands_.begin() + c, cands_.begin() + m, before);
+                for (size_t i = done; i < c; ++i) {
+                    probs_[i] = rel_prob(cands_[i]);
+                    cum += probs_[i];
+                    if (cum >= target) {
+                        c = i + 1;
+                        m = c;
+                        break;
+                    }
+                }
+                if (m == c) break;
+                done = c;
             }
         }
     }
