@@ -64,6 +64,9 @@ general:
   -c,  --ctx-size N           context size in tokens (default: 4096)
   -t,  --threads N            compute threads (default: all cores, at most 8)
   -td, --threads-draft N      SSD drafter threads (default: same as --threads)
+       --device DEV           cpu, cuda or cuda:N (default: cpu)
+  -ngl, --n-gpu-layers N      llama.cpp compatibility: N > 0 runs the whole model on CUDA (no partial
+                              offload), 0 on the CPU
 
 sampling:
        --temp T               temperature, 0 = greedy (default: 0.8)
@@ -128,6 +131,17 @@ options parse_args(int argc, char** argv) {
     add({"-c", "--ctx-size"}, [&](const std::string& f, const std::string& v) { g.n_ctx = int32_t(parse_int(f, v, 1, 1 << 20)); });
     add({"-t", "--threads"}, [&](const std::string& f, const std::string& v) { g.n_threads = int32_t(parse_int(f, v, 1, kMaxThreads)); });
     add({"-td", "--threads-draft"}, [&](const std::string& f, const std::string& v) { g.n_threads_draft = int32_t(parse_int(f, v, 1, kMaxThreads)); });
+    add({"--device"}, [&](const std::string& f, const std::string& v) {
+        const bool cuda_n = v.rfind("cuda:", 0) == 0 && v.size() > 5 && v.size() <= 8 &&
+                            v.find_first_not_of("0123456789", 5) == std::string::npos;
+        if (v != "cpu" && v != "cuda" && !cuda_n) throw usage_error(f + " must be 'cpu', 'cuda' or 'cuda:N', got " + quoted(v));
+        g.device = v;
+    });
+    add({"-ngl", "--n-gpu-layers", "--gpu-layers"}, [&](const std::string& f, const std::string& v) {
+        const int64_t n = parse_int(f, v, 0, INT32_MAX);
+        if (n == 0) g.device = "cpu";
+        else if (g.device == "cpu") g.device = "cuda";  // keeps an explicit --device cuda:N
+    });
     add({"--temp"}, [&](const std::string& f, const std::string& v) { s.temperature = float(parse_float(f, v, 0.0, 1e6)); });
     add({"--top-k"}, [&](const std::string& f, const std::string& v) { s.top_k = int32_t(parse_int(f, v, 0, INT32_MAX)); });
     add({"--top-p"}, [&](const std::string& f, const std::string& v) {

@@ -6,6 +6,7 @@
 """
 from specgen.errors import (
     ContextOverflowError,
+    DeviceError,
     GenerationCancelled,
     InvalidParameterError,
     ModelLoadError,
@@ -30,6 +31,7 @@ __all__ = [
     "SpecgenError",
     "ModelLoadError",
     "ContextOverflowError",
+    "DeviceError",
     "InvalidParameterError",
     "SpecgenNotImplementedError",
     "GenerationCancelled",

@@ -21,5 +21,10 @@ class SpecgenNotImplementedError(SpecgenError, NotImplementedError):
     """A feature that this build or version of specgen does not provide yet."""
 
 
+class DeviceError(SpecgenError, RuntimeError):
+    """The compute device asked for cannot be used: CUDA is not compiled into this build, no CUDA
+    device is present, device memory ran out, or a CUDA call failed."""
+
+
 class GenerationCancelled(SpecgenError):
     """A generation was stopped by its caller."""

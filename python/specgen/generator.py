@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -77,6 +78,10 @@ class Generator:
     ``frspec=N`` over the N most frequent ids of ``frspec_path`` (default: the table shipped for
     Gemma 3's tokenizer, specgen/data). Both stay lossless. With ``draft="self"`` and all layers,
     verification reuses the drafter's hidden states (``reuse_draft_hidden``) and runs only the head.
+
+    ``device`` is "cpu", "cuda" or "cuda:N": on CUDA the weights, KV caches and activations live in
+    device memory and sampling/verification run on the host on downloaded logits. A build without
+    CUDA, or a machine without a device, raises DeviceError.
     """
 
     def __init__(
@@ -120,12 +125,8 @@ class Generator:
         for name, ref in (("model", model), ("draft", draft)):
             if ref is not None and not isinstance(ref, (str, os.PathLike)):
                 raise InvalidParameterError(f"{name} must be a path, a Hub reference or None, got {type(ref).__name__}")
-        if device != "cpu":
-            from specgen.errors import SpecgenNotImplementedError
-
-            raise SpecgenNotImplementedError(
-                f"device={device!r}: this build runs on the CPU only (CUDA backend issue)"
-            )
+        if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]{1,3})?", device):
+            raise InvalidParameterError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
         if verify not in _VERIFY:
             raise InvalidParameterError(f"verify must be one of {_VERIFY}, got {verify!r}")
         for name, flag in (("nanospec", nanospec), ("ssd", ssd), ("reuse_draft_hidden", reuse_draft_hidden)):
@@ -136,6 +137,7 @@ class Generator:
         p.model_path = resolve_model(model, cache_dir=cache_dir)
         p.n_ctx = _check_int("n_ctx", n_ctx, 1, 1 << 20)
         p.n_threads = 0 if n_threads is None else _check_int("n_threads", n_threads, 1, 512)
+        p.device = device  # "cuda" without CUDA in the build or without a device: DeviceError
         p.n_threads_draft = 0 if n_threads_draft is None else _check_int("n_threads_draft", n_threads_draft, 1, 512)
         p.verify = getattr(_core.VerifyMode, verify)
         p.draft_max = _check_int("draft_max", draft_max, 1, 64)
@@ -173,6 +175,7 @@ class Generator:
             p.draft = resolve_model(draft, cache_dir=cache_dir)
         self.seed = None if seed is None else _check_int("seed", seed, 0, 2**64 - 1)
         self.model_path = p.model_path
+        self.device = device
         self.draft = draft
         self._core = _core.Generator(p)
 

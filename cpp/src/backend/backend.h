@@ -4,9 +4,19 @@
 // Activations are float32 row-major: x[t, i] at x + t * n + i. Every operation computes each row
 // (token) independently with a fixed accumulation order, so a row's result never depends on how
 // many rows were computed with it (batch invariance).
+//
+// Memory: float arrays the operations read and write (activations, scratch, the KV cache) are
+// *backend memory*, allocated through alloc(): host memory for the CPU backend, device memory for
+// CUDA. Index arrays (token ids, selected rows, positions) are always host memory. Weights
+// (weight_view::data) and model constants (norm weights, biases) are host memory that stays alive
+// and unchanged as long as the backend: a device backend copies each once, on first use, and
+// finds the copy again by its host pointer.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "quant/ggml_type.h"
 
@@ -56,9 +66,71 @@ struct backend {
     virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
     // Parallel helper for elementwise work that the model needs (adds, scaling).
     virtual void add(const float* a, const float* b, int64_t n, float* out) = 0;
+    // out[i] = x[i] * s   (in place allowed)
+    virtual void scale(const float* x, float s, int64_t n, float* out) = 0;
+
+    // --- Backend memory. The defaults are host memory (the CPU backend); CUDA overrides all. ---
+    // True when backend memory is host memory: the caller may read and write it directly.
+    virtual bool host_memory() const { return true; }
+    // `bytes` of zero-filled backend memory, 64-byte aligned. Throws on exhaustion.
+    virtual void* alloc(size_t bytes);
+    virtual void free(void* p);
+    virtual void upload(void* dst, const void* host_src, size_t bytes);
+    // Waits for the operations queued before it, then copies to the host.
+    virtual void download(void* host_dst, const void* src, size_t bytes);
+    // Both in backend memory.
+    virtual void copy(void* dst, const void* src, size_t bytes);
+    // The backend-memory copy of a host array of model constants (see the top of this file);
+    // the host array itself for host-memory backends.
+    virtual const float* constant(const float* host, int64_t n) { return host; }
+};
+
+// n elements of T in a backend's memory, freed with it. resize() keeps no contents.
+template <class T>
+class backend_buffer {
+public:
+    explicit backend_buffer(backend& be) : be_(&be) {}
+    ~backend_buffer() { reset(); }
+    backend_buffer(const backend_buffer&) = delete;
+    backend_buffer& operator=(const backend_buffer&) = delete;
+    backend_buffer(backend_buffer&& o) noexcept
+        : be_(o.be_), p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+
+    // Grows to at least n elements (new memory is zero-filled; old contents are dropped).
+    void reserve(size_t n) {
+        if (n <= n_) return;
+        reset();
+        p_ = static_cast<T*>(be_->alloc(n * sizeof(T)));
+        n_ = n;
+    }
+    void reset() {
+        if (p_) be_->free(p_);
+        p_ = nullptr;
+        n_ = 0;
+    }
+    T* data() { return p_; }
+    const T* data() const { return p_; }
+    size_t size() const { return n_; }
+    backend& owner() const { return *be_; }
+
+private:
+    backend* be_;
+    T* p_ = nullptr;
+    size_t n_ = 0;
 };
 
 class thread_pool;
 std::unique_ptr<backend> make_cpu_backend(int n_threads);
+
+// CUDA (cuda/; compiled when SPECGEN_CUDA is on). Both are callable in every build:
+// cuda_device_count() is 0 without CUDA support or without a usable device, and
+// make_cuda_backend() then throws device_error saying which.
+bool cuda_compiled();
+int cuda_device_count();
+std::unique_ptr<backend> make_cuda_backend(int device);
+
+// The backend for a device string: "cpu", "cuda" (device 0) or "cuda:N". Throws
+// invalid_argument_error for other strings and device_error when CUDA is unavailable.
+std::unique_ptr<backend> make_backend(const std::string& device, int n_threads);
 
 }  // namespace specgen

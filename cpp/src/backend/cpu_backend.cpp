@@ -168,6 +168,10 @@ public:
         for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
     }
 
+    void scale(const float* x, float s, int64_t n, float* out) override {
+        for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
+    }
+
 private:
     // Quantizes the rows of x into the weight's vec_dot_type (one shared buffer, grown on demand).
     const void* quantize_activations(const weight_view& W, const float* x, int n_tokens) {

@@ -25,8 +25,14 @@ struct context_overflow_error : error {
     using error::error;
 };
 
-// A feature that is not built yet or not available in this build (e.g. CUDA without nvcc).
+// A feature that is not built yet.
 struct not_implemented_error : error {
+    using error::error;
+};
+
+// The compute device asked for cannot be used: CUDA not compiled into this build, no CUDA device,
+// device memory exhausted, or a CUDA call failed (the message names the call and the device).
+struct device_error : error {
     using error::error;
 };
 

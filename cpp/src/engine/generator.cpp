@@ -39,15 +39,16 @@ const char* finish_reason_name(finish_reason r) {
 generator::generator(const generator_params& params) : params_(params), verifier_(1) {
     params_.validate();
     if (params_.n_threads == 0) params_.n_threads = default_threads();
+    backend_ = make_backend(params_.device, params_.n_threads);  // first: an unusable device fails fast
     file_ = std::make_shared<gguf_file>(params_.model_path);
     model_ = std::make_unique<model>(file_);
     tokenizer_ = std::make_unique<tokenizer>(*file_);
     if (tokenizer_->n_vocab() != model_->hp().n_vocab)
         throw model_load_error("GGUF " + params_.model_path + ": tokenizer has " + std::to_string(tokenizer_->n_vocab()) +
                                " tokens but token_embd.weight has " + std::to_string(model_->hp().n_vocab) + " rows");
-    backend_ = make_cpu_backend(params_.n_threads);
     eval_ = std::make_unique<evaluator>(*model_, *backend_);
     cache_ = std::make_unique<kv_cache>(model_->hp(), params_.n_ctx);
+    cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     verifier_ = verifier(model_->hp().n_vocab);
     if (params_.ssd)
         ssd_ = std::make_unique<ssd_speculator>(params_, *model_, *tokenizer_);

@@ -16,6 +16,10 @@ void generator_params::validate() const {
     require(!model_path.empty(), "model_path is empty");
     require(n_ctx > 0 && n_ctx <= (1 << 20), "n_ctx must be in [1, 1048576], got " + std::to_string(n_ctx));
     require(n_threads >= 0 && n_threads <= 512, "n_threads must be in [0, 512] (0 = auto), got " + std::to_string(n_threads));
+    require(device == "cpu" || device == "cuda" ||
+                (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 8 &&
+                 device.find_first_not_of("0123456789", 5) == std::string::npos),
+            "device must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
     require(n_threads_draft >= 0 && n_threads_draft <= 512, "n_threads_draft must be in [0, 512], got " + std::to_string(n_threads_draft));
     require(draft_max >= 1 && draft_max <= 64, "draft_max must be in [1, 64], got " + std::to_string(draft_max));
     require(draft_min >= 0 && draft_min <= draft_max, "draft_min must be in [0, draft_max], got " + std::to_string(draft_min));

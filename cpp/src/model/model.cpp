@@ -141,35 +141,41 @@ size_t model::bytes_per_token() const {
     return b;
 }
 
-kv_cache::kv_cache(const hparams& hp, int n_ctx) : n_ctx_(n_ctx) {
+kv_cache::kv_cache(const hparams& hp, int n_ctx)
+    : n_ctx_(n_ctx), n_layer_(hp.n_layer), layer_floats_(size_t(hp.n_head_kv) * hp.head_dim * size_t(n_ctx)) {
     if (n_ctx <= 0) throw invalid_argument_error("n_ctx must be positive, got " + std::to_string(n_ctx));
-    const size_t row = size_t(hp.n_head_kv) * hp.head_dim;
-    k_.assign(hp.n_layer, std::vector<float>(row * n_ctx));
-    v_.assign(hp.n_layer, std::vector<float>(row * n_ctx));
 }
 
-size_t kv_cache::bytes() const {
-    size_t b = 0;
-    for (size_t i = 0; i < k_.size(); ++i) b += (k_[i].size() + v_[i].size()) * sizeof(float);
-    return b;
+void kv_cache::allocate(backend& be) {
+    if (kv_) {
+        if (&kv_->owner() != &be)
+            throw invalid_argument_error(std::string("this KV cache lives in the memory of the ") + kv_->owner().name() +
+                                         " backend and cannot be used by another backend (" + be.name() + ")");
+        return;
+    }
+    auto buf = std::make_unique<backend_buffer<float>>(be);
+    buf->reserve(2 * size_t(n_layer_) * layer_floats_);
+    kv_ = std::move(buf);
 }
 
-evaluator::evaluator(const model& m, backend& be) : m_(m), be_(be) {}
+evaluator::evaluator(const model& m, backend& be)
+    : m_(m), be_(be), x_(be), xn_(be), q_(be), k_(be), v_(be), attn_(be), proj_(be), gate_(be), up_(be),
+      out_norm_(be), logits_(be) {}
 
 void evaluator::ensure_capacity(int n) {
     if (n <= capacity_) return;
     const hparams& hp = m_.hp();
     const size_t E = hp.n_embd, Q = size_t(hp.n_head) * hp.head_dim, KV = size_t(hp.n_head_kv) * hp.head_dim;
-    x_.resize(n * E);
-    xn_.resize(n * E);
-    out_norm_.resize(n * E);
-    q_.resize(n * Q);
-    attn_.resize(n * Q);
-    k_.resize(n * KV);
-    v_.resize(n * KV);
-    proj_.resize(n * E);
-    gate_.resize(size_t(n) * hp.n_ff);
-    up_.resize(size_t(n) * hp.n_ff);
+    x_.reserve(n * E);
+    xn_.reserve(n * E);
+    out_norm_.reserve(n * E);
+    q_.reserve(n * Q);
+    attn_.reserve(n * Q);
+    k_.reserve(n * KV);
+    v_.reserve(n * KV);
+    proj_.reserve(n * E);
+    gate_.reserve(size_t(n) * hp.n_ff);
+    up_.reserve(size_t(n) * hp.n_ff);
     pos_.resize(n);
     capacity_ = n;
 }
@@ -181,39 +187,42 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
         throw context_overflow_error("positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1) +
                                      " exceed the context of " + std::to_string(cache.n_ctx()) + " tokens");
     if (n_layers < 0 || n_layers > hp.n_layer) throw invalid_argument_error("n_layers out of range");
+    cache.allocate(be_);
     ensure_capacity(n);
     const int E = hp.n_embd, D = hp.head_dim;
     const int64_t Q = int64_t(hp.n_head) * D, KV = int64_t(hp.n_head_kv) * D;
     for (int t = 0; t < n; ++t) pos_[t] = pos0 + t;
 
+    // Model constants (norm weights, biases) are host vectors; be_.constant() gives the backend's copy.
+    auto constant = [&](const std::vector<float>& host) { return be_.constant(host.data(), int64_t(host.size())); };
     float* x = x_.data();
     be_.get_rows(m_.token_embd(), tokens, n, x);
-    if (hp.embd_scale != 1.0f)
-        for (int64_t i = 0; i < int64_t(n) * E; ++i) x[i] *= hp.embd_scale;
+    if (hp.embd_scale != 1.0f) be_.scale(x, hp.embd_scale, int64_t(n) * E, x);
 
     for (int il = 0; il < n_layers; ++il) {
         const layer_weights& L = m_.layer(il);
         const bool swa = hp.layer_is_swa[il];
-        be_.rms_norm(x, L.attn_norm.data(), n, E, hp.norm_eps, xn_.data());
+        be_.rms_norm(x, constant(L.attn_norm), n, E, hp.norm_eps, xn_.data());
         be_.matmul(L.wq, xn_.data(), n, q_.data());
         be_.matmul(L.wk, xn_.data(), n, k_.data());
         be_.matmul(L.wv, xn_.data(), n, v_.data());
         if (hp.qkv_bias) {
+            const float *qb = constant(L.q_bias), *kb = constant(L.k_bias), *vb = constant(L.v_bias);
             for (int t = 0; t < n; ++t) {
-                be_.add(q_.data() + t * Q, L.q_bias.data(), Q, q_.data() + t * Q);
-                be_.add(k_.data() + t * KV, L.k_bias.data(), KV, k_.data() + t * KV);
-                be_.add(v_.data() + t * KV, L.v_bias.data(), KV, v_.data() + t * KV);
+                be_.add(q_.data() + t * Q, qb, Q, q_.data() + t * Q);
+                be_.add(k_.data() + t * KV, kb, KV, k_.data() + t * KV);
+                be_.add(v_.data() + t * KV, vb, KV, v_.data() + t * KV);
             }
         }
         if (hp.qk_norm) {
-            be_.rms_norm(q_.data(), L.q_norm.data(), n * hp.n_head, D, hp.norm_eps, q_.data());
-            be_.rms_norm(k_.data(), L.k_norm.data(), n * hp.n_head_kv, D, hp.norm_eps, k_.data());
+            be_.rms_norm(q_.data(), constant(L.q_norm), n * hp.n_head, D, hp.norm_eps, q_.data());
+            be_.rms_norm(k_.data(), constant(L.k_norm), n * hp.n_head_kv, D, hp.norm_eps, k_.data());
         }
         const float base = swa ? hp.rope_base_local : hp.rope_base;
         be_.rope(q_.data(), n, hp.n_head, D, pos_.data(), base, hp.rope);
         be_.rope(k_.data(), n, hp.n_head_kv, D, pos_.data(), base, hp.rope);
-        std::memcpy(cache.k(il) + int64_t(pos0) * KV, k_.data(), sizeof(float) * n * KV);
-        std::memcpy(cache.v(il) + int64_t(pos0) * KV, v_.data(), sizeof(float) * n * KV);
+        be_.copy(cache.k(il) + int64_t(pos0) * KV, k_.data(), sizeof(float) * n * KV);
+        be_.copy(cache.v(il) + int64_t(pos0) * KV, v_.data(), sizeof(float) * n * KV);
 
         attention_params ap;
         ap.n_head = hp.n_head;
@@ -223,19 +232,19 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
         ap.sliding_window = swa ? hp.sliding_window : 0;
         be_.attention(q_.data(), cache.k(il), cache.v(il), n, pos_.data(), pos0 + n, ap, attn_.data());
         be_.matmul(L.wo, attn_.data(), n, proj_.data());
-        if (hp.post_norms) be_.rms_norm(proj_.data(), L.post_attn_norm.data(), n, E, hp.norm_eps, proj_.data());
+        if (hp.post_norms) be_.rms_norm(proj_.data(), constant(L.post_attn_norm), n, E, hp.norm_eps, proj_.data());
         be_.add(x, proj_.data(), int64_t(n) * E, x);
 
-        be_.rms_norm(x, L.ffn_norm.data(), n, E, hp.norm_eps, xn_.data());
+        be_.rms_norm(x, constant(L.ffn_norm), n, E, hp.norm_eps, xn_.data());
         be_.matmul(L.w_gate, xn_.data(), n, gate_.data());
         be_.matmul(L.w_up, xn_.data(), n, up_.data());
         if (hp.gelu) be_.gelu_mul(gate_.data(), up_.data(), int64_t(n) * hp.n_ff, gate_.data());
         else be_.silu_mul(gate_.data(), up_.data(), int64_t(n) * hp.n_ff, gate_.data());
         be_.matmul(L.w_down, gate_.data(), n, proj_.data());
-        if (hp.post_norms) be_.rms_norm(proj_.data(), L.post_ffn_norm.data(), n, E, hp.norm_eps, proj_.data());
+        if (hp.post_norms) be_.rms_norm(proj_.data(), constant(L.post_ffn_norm), n, E, hp.norm_eps, proj_.data());
         be_.add(x, proj_.data(), int64_t(n) * E, x);
     }
-    be_.rms_norm(x, m_.output_norm().data(), n, E, hp.norm_eps, out_norm_.data());
+    be_.rms_norm(x, constant(m_.output_norm()), n, E, hp.norm_eps, out_norm_.data());
 }
 
 void evaluator::softcap(float* logits, int64_t count) const {
@@ -244,14 +253,29 @@ void evaluator::softcap(float* logits, int64_t count) const {
     for (int64_t i = 0; i < count; ++i) logits[i] = c * std::tanh(logits[i] / c);
 }
 
+float* evaluator::logits_target(float* out, size_t count) {
+    if (be_.host_memory()) return out;
+    logits_.reserve(count);
+    return logits_.data();
+}
+
+// Sampling and verification run on the host: the logits rows come back here, then the final
+// softcap (cheap next to the head) is applied on the host for every backend alike.
+void evaluator::finish_logits(float* out, size_t count) {
+    if (!be_.host_memory()) be_.download(out, logits_.data(), count * sizeof(float));
+    softcap(out, int64_t(count));
+}
+
 void evaluator::logits(const float* hidden, int n, float* out) {
-    be_.matmul(m_.output(), hidden, n, out);
-    softcap(out, int64_t(n) * m_.hp().n_vocab);
+    const size_t count = size_t(n) * m_.hp().n_vocab;
+    be_.matmul(m_.output(), hidden, n, logits_target(out, count));
+    finish_logits(out, count);
 }
 
 void evaluator::logits_selected(const float* hidden, int n, const int32_t* ids, int n_ids, float* out) {
-    be_.matmul_selected(m_.output(), ids, n_ids, hidden, n, out);
-    softcap(out, int64_t(n) * n_ids);
+    const size_t count = size_t(n) * n_ids;
+    be_.matmul_selected(m_.output(), ids, n_ids, hidden, n, logits_target(out, count));
+    finish_logits(out, count);
 }
 
 }  // namespace specgen

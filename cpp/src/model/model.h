@@ -45,18 +45,23 @@ private:
     std::vector<float> output_norm_;
 };
 
-// Keys and values of every layer for one sequence: [n_ctx, n_head_kv * head_dim] floats per layer.
+// Keys and values of every layer for one sequence: [n_ctx, n_head_kv * head_dim] floats per layer,
+// in the memory of the backend that computes with it (host for CPU, device for CUDA).
 class kv_cache {
 public:
     kv_cache(const hparams& hp, int n_ctx);
+    // Allocates the cache (zero-filled) in `be`'s memory; the first evaluator that uses the cache
+    // does it if nobody did before. Throws invalid_argument_error for a second, different backend.
+    void allocate(backend& be);
     int n_ctx() const { return n_ctx_; }
-    float* k(int il) { return k_[il].data(); }
-    float* v(int il) { return v_[il].data(); }
-    size_t bytes() const;
+    float* k(int il) { return kv_->data() + size_t(il) * layer_floats_; }                 // backend memory
+    float* v(int il) { return kv_->data() + size_t(n_layer_ + il) * layer_floats_; }
+    size_t bytes() const { return 2 * size_t(n_layer_) * layer_floats_ * sizeof(float); }
 
 private:
-    int n_ctx_;
-    std::vector<std::vector<float>> k_, v_;
+    int n_ctx_, n_layer_;
+    size_t layer_floats_;
+    std::unique_ptr<backend_buffer<float>> kv_;  // K of layers 0..n_layer-1, then their V
 };
 
 // Runs the forward pass of a model on a backend. Not thread-safe: one evaluator per thread.
@@ -67,13 +72,16 @@ public:
     // Embeds `tokens` at positions pos0 .. pos0+n-1, runs layers [0, n_layers), writing their keys
     // and values into `cache` rows pos0.., and leaves the output-normed hidden states in hidden():
     // [n, n_embd]. Positions past pos0+n in the cache are ignored (that is how rollback works: the
-    // caller's sequence length is the truth, stale rows are overwritten later).
+    // caller's sequence length is the truth, stale rows are overwritten later). `tokens` is host memory.
     void forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers);
+    // Backend memory (readable on the host only when be().host_memory()); pass it, or rows of it,
+    // to logits().
     const float* hidden() const { return out_norm_.data(); }
 
-    // logits[t, :] = head(hidden row t) over the full vocabulary.  out: [n, n_vocab]
+    // logits[t, :] = head(hidden row t) over the full vocabulary.  hidden: backend memory [n, n_embd]
+    // (from hidden()); out: host memory [n, n_vocab].
     void logits(const float* hidden, int n, float* out);
-    // logits over a subset of ids only (NanoSpec).  out: [n, n_ids]
+    // logits over a subset of ids only (NanoSpec).  ids: host memory; out: host memory [n, n_ids]
     void logits_selected(const float* hidden, int n, const int32_t* ids, int n_ids, float* out);
 
     const model& m() const { return m_; }
@@ -82,12 +90,17 @@ public:
 private:
     void ensure_capacity(int n);
     void softcap(float* logits, int64_t count) const;
+    // Where the head writes `count` logits: `out` itself for host-memory backends, else a scratch
+    // buffer in backend memory that finish_logits() downloads into `out`.
+    float* logits_target(float* out, size_t count);
+    void finish_logits(float* out, size_t count);
 
     const model& m_;
     backend& be_;
     int capacity_ = 0;
-    std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, out_norm_;
-    std::vector<int32_t> pos_;
+    // Scratch in backend memory.
+    backend_buffer<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, out_norm_, logits_;
+    std::vector<int32_t> pos_;  // host: index arrays stay on the host
 };
 
 }  // namespace specgen

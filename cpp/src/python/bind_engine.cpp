@@ -57,6 +57,15 @@ nb::dict stats_dict(const generation_stats& s) {
 }  // namespace
 
 void bind_engine(nb::module_& m) {
+    m.def("cuda_device_count", &cuda_device_count,
+          "CUDA devices usable by this build (0 when CUDA is not compiled in or no device is present).");
+    m.def("build_info", [] {
+        nb::dict d;
+        d["cuda"] = cuda_compiled();
+        d["cpu_isa"] = std::string(cpu_isa_name(best_cpu_isa()));
+        return d;
+    }, "What this build of the native core contains: {'cuda': bool, 'cpu_isa': str}.");
+
     nb::enum_<verify_mode>(m, "VerifyMode").value("token", verify_mode::token).value("block", verify_mode::block);
     nb::enum_<ssd_schedule>(m, "SsdSchedule").value("uniform", ssd_schedule::uniform).value("geometric", ssd_schedule::geometric);
     nb::enum_<ssd_backup_mode>(m, "SsdBackup").value("neural", ssd_backup_mode::neural).value("fast", ssd_backup_mode::fast);
@@ -77,6 +86,7 @@ void bind_engine(nb::module_& m) {
         .def_rw("n_ctx", &generator_params::n_ctx)
         .def_rw("n_threads", &generator_params::n_threads)
         .def_rw("n_threads_draft", &generator_params::n_threads_draft)
+        .def_rw("device", &generator_params::device)
         .def_rw("draft", &generator_params::draft)
         .def_rw("verify", &generator_params::verify)
         .def_rw("draft_max", &generator_params::draft_max)
@@ -159,6 +169,7 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("architecture", [](const generator& g) { return std::string(model_arch_name(g.target().hp().arch)); })
         .def_prop_ro("n_layer", [](const generator& g) { return g.target().hp().n_layer; })
         .def_prop_ro("n_threads", [](const generator& g) { return g.params().n_threads; })
+        .def_prop_ro("device", [](const generator& g) { return g.params().device; })
         .def_prop_ro("bytes_per_token", [](const generator& g) { return g.target().bytes_per_token(); })
         .def_prop_ro("file_size", [](const generator& g) { return g.file().file_size(); })
         .def_prop_ro("kv_bytes", [](const generator& g) { return g.kv_bytes(); })

@@ -11,4 +11,5 @@ NB_MODULE(_core, m) {
     bind_verify(m);
     bind_engine(m);
     bind_nanospec(m);
+    bind_backend(m);
 }

@@ -1,0 +1,50 @@
+// Backend selection by device string, and the host-memory defaults of the backend interface
+// (used by the CPU backend; the CUDA backend overrides them with device memory).
+#include <cstring>
+#include <new>
+
+#include "backend/backend.h"
+#include "common/error.h"
+
+namespace specgen {
+
+namespace {
+constexpr std::align_val_t kAlign{64};
+}  // namespace
+
+void* backend::alloc(size_t bytes) {
+    void* p = ::operator new(bytes ? bytes : 1, kAlign);
+    std::memset(p, 0, bytes);
+    return p;
+}
+
+void backend::free(void* p) { ::operator delete(p, kAlign); }
+
+void backend::upload(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
+
+void backend::download(void* host_dst, const void* src, size_t bytes) { std::memcpy(host_dst, src, bytes); }
+
+void backend::copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+
+std::unique_ptr<backend> make_backend(const std::string& device, int n_threads) {
+    if (device == "cpu") return make_cpu_backend(n_threads);
+    if (device == "cuda") return make_cuda_backend(0);
+    if (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 8 &&
+        device.find_first_not_of("0123456789", 5) == std::string::npos)
+        return make_cuda_backend(std::stoi(device.substr(5)));
+    throw invalid_argument_error("device must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
+}
+
+#ifndef SPECGEN_WITH_CUDA
+// This build has no CUDA backend (SPECGEN_CUDA=OFF, or AUTO without nvcc).
+bool cuda_compiled() { return false; }
+int cuda_device_count() { return 0; }
+std::unique_ptr<backend> make_cuda_backend(int device) {
+    throw device_error("device 'cuda:" + std::to_string(device) +
+                       "' requested, but this build of specgen has no CUDA backend (it was built without nvcc or with "
+                       "SPECGEN_CUDA=OFF; rebuild with -DSPECGEN_CUDA=ON, e.g. "
+                       "pip install . -C cmake.define.SPECGEN_CUDA=ON)");
+}
+#endif
+
+}  // namespace specgen
