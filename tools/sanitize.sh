@@ -23,6 +23,7 @@ build() {  # dir sanitizers
 if [[ "$which" == asan || "$which" == all ]]; then
   echo "== address,undefined"
   build asan address,undefined
+  export SPECGEN_TEST_MODEL="$model"  # ctest's test_ssd runs its generations too
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   (cd "$here/build/asan" && ctest --output-on-failure -j2)
