@@ -16,7 +16,7 @@ import specgen
 import specgen.verify as sv
 from specgen import _core
 
-from test_speculative import _goodness_of_fit
+from sampling_fit import first_tokens_fit
 
 PROMPT = "The history of the printing press begins"
 N_TOKENS = 24
@@ -210,16 +210,8 @@ def test_sampling_matches_target_distribution(model_path, gen):
     q_S is zero outside S."""
     prompt = "My favourite colour is"
     g = specgen.Generator(model_path, n_threads=1, n_ctx=128, draft="self", nanospec=True, draft_max=1)
-    firsts = []
     try:
-        for seed in range(300):
-            # max_tokens=2: round 1 drafts one token (the budget keeps one for the correction/bonus)
-            r = g.generate(prompt, max_tokens=2, temperature=1.0, top_k=40, top_p=1.0, min_p=0.0, seed=seed)
-            firsts.append(r.tokens[0])
+        p_first, _, _ = first_tokens_fit(g, gen, prompt, 300, top_k=40, top_p=1.0)
     finally:
         g.close()
-    sp = _core.SamplingParams()
-    sp.temperature, sp.top_k, sp.top_p, sp.min_p = 1.0, 40, 1.0, 0.0
-    ids = gen.tokenize(prompt)
-    ids_p, probs_p = _core.process_logits(gen.logits(ids)[-1], sp, np.array(ids, dtype=np.int32))
-    assert _goodness_of_fit(firsts, list(ids_p), list(probs_p)) > 1e-3
+    assert p_first > 1e-3

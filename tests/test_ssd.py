@@ -18,7 +18,7 @@ import specgen.verify as sv
 from specgen import _core
 from specgen.errors import InvalidParameterError
 
-from test_speculative import _goodness_of_fit
+from sampling_fit import first_tokens_fit
 from test_verify import chi2_test, make_case, off, target_joint
 
 PROMPT = "The history of the printing press begins"
@@ -127,18 +127,11 @@ def test_parameter_checks(model_path):
 def test_sampling_matches_target_distribution(model_path, gen):
     prompt = "My favourite colour is"
     g = _ssd(model_path, self_layers=6, draft_max=2, ssd_fanout=2, saguaro_c=0.5, verify="token")
-    firsts = []
     try:
-        for seed in range(300):
-            r = g.generate(prompt, max_tokens=2, temperature=1.0, top_k=40, top_p=1.0, min_p=0.0, seed=seed)
-            firsts.append(r.tokens[0])
+        p_first, _, _ = first_tokens_fit(g, gen, prompt, 300, top_k=40, top_p=1.0)
     finally:
         g.close()
-    sp = _core.SamplingParams()
-    sp.temperature, sp.top_k, sp.top_p, sp.min_p = 1.0, 40, 1.0, 0.0
-    ids = gen.tokenize(prompt)
-    ids_p, probs_p = _core.process_logits(gen.logits(ids)[-1], sp, np.array(ids, dtype=np.int32))
-    assert _goodness_of_fit(firsts, list(ids_p), list(probs_p)) > 1e-3
+    assert p_first > 1e-3
 
 
 # ---------------------------------------------------------------------------------------------------

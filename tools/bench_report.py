@@ -20,9 +20,9 @@ def main(argv):
     OUT.mkdir(parents=True, exist_ok=True)
     rel = lambda name: str((OUT / name).relative_to(Path.cwd())) if (OUT / name).is_relative_to(Path.cwd()) else str(OUT / name)
     args = [
-        "--configs", "ar,ngram:token,ngram:block,self6:block,nanospec6:block,ssd6:block",
+        "--configs", "ar,ngram:token,ngram:block,self:token,self:block,nanospec:block,frspec32768:block,ssd:block",
         "--prompts", "text,edit,code,chat", "--n-prompts", "1" if quick else "2",
-        "--max-tokens", "16" if quick else "48", "--draft-max", "4", "-t", "1", "--temp", "0,1",
+        "--max-tokens", "16" if quick else "48", "--draft-max", "4", "-t", "2", "--temp", "0,1",
         "--json", rel("bench.json"), "--csv", rel("bench.csv"), "--plot", rel("bench.png"),
         "--markdown", rel("REPORT.md"),
     ] + argv

@@ -121,7 +121,8 @@ def pool_runs(stats_list: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     else:  # plain decoding: one target call per token
         out["mean_accepted_length"] = 1.0 if out["n_generated"] else None
         out["tokens_per_call"] = 1.0 if out["n_generated"] else None
-    out["alpha"] = out["sum_alpha"] / out["n_alpha"] if out["n_alpha"] else None
+    # clamped: a mean of float overlaps can land a rounding error above 1
+    out["alpha"] = min(1.0, out["sum_alpha"] / out["n_alpha"]) if out["n_alpha"] else None
     out["mu"] = out["sum_entropy"] / out["n_target_rows"] if out["n_target_rows"] else None
     out["mu2"] = out["sum_entropy2"] / out["n_target_rows"] if out["n_target_rows"] else None
     out["position_acceptance"] = position_acceptance(drafted, accepted, out["n_rounds"])

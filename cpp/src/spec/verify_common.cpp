@@ -121,7 +121,7 @@ void verifier::record_stats(const token_dist* p, const token_dist* q, int32_t ga
             for (size_t j = 0; j < p[i].size(); ++j)
                 overlap += std::min(p[i].probs[j], dense_[static_cast<size_t>(p[i].ids[j])]);
             gather(q[i]);
-            s.alpha = overlap;
+            s.alpha = std::min(1.0, overlap);  // float probabilities can sum a hair above 1
         }
         stats.push_back(s);
     }
