@@ -18,6 +18,7 @@ transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
 tokenizers = pytest.importorskip("tokenizers")
 
+import specgen  # noqa: E402
 from specgen import convert as conv  # noqa: E402
 from specgen.errors import ModelLoadError  # noqa: E402
 
@@ -436,7 +437,8 @@ def test_bad_outtype_is_a_value_error(checkpoints, tmp_path):
 
 def test_module_entry_point_and_tools_wrapper(checkpoints, tmp_path):
     root = Path(__file__).resolve().parent.parent
-    env = {"PYTHONPATH": str(root / "python"), "PATH": "/usr/bin:/bin"}
+    # the specgen under test (the checkout's python/ in a dev build, site-packages when installed)
+    env = {"PYTHONPATH": str(Path(specgen.__file__).resolve().parent.parent), "PATH": "/usr/bin:/bin"}
     d = checkpoints["qwen2"][0]
     for cmd in ([sys.executable, "-m", "specgen.convert"], [sys.executable, str(root / "tools/convert_hf_to_gguf.py")]):
         out = tmp_path / f"{len(cmd)}.gguf"

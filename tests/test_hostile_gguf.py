@@ -17,6 +17,11 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+import specgen  # noqa: E402
+
+# Children import the same specgen as this process: the checkout's python/ in a dev build,
+# site-packages when installed.
+SPECGEN_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(specgen.__file__)))
 MEM_LIMIT = 4 << 30  # RLIMIT_AS of the child: an over-allocation fails instead of swapping
 TIMEOUT = 120
 
@@ -29,7 +34,7 @@ def _limit() -> None:
 
 
 def run_child(group: str):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), HERE,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SPECGEN_PARENT, HERE,
                                                        os.environ.get("PYTHONPATH", "")]))
     try:
         p = subprocess.run([sys.executable, os.path.join(HERE, "hostile_gguf.py"), group], env=env,

@@ -112,7 +112,7 @@ print(f"DELAY {delay:.4f} STEP {step:.4f} AFTER {len(r.tokens)}")
 
 
 def test_keyboard_interrupt_mid_generation(model_path):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(specgen.__file__)))
     p = subprocess.run([sys.executable, "-c", CHILD, model_path], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"child exited {p.returncode}\n{p.stdout}\n{p.stderr[-2000:]}"
     fields = p.stdout.split()
