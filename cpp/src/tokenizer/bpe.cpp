@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "tokenizer/pretokenize.h"
+#include "tokenizer/merge_symbols.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -32,11 +33,7 @@ pretokenizer_kind pretokenizer_for(const std::string& pre, const std::string& pa
                            "' is not supported (known: llama-bpe/llama3, qwen2, default/gpt2)");
 }
 
-struct symbol {
-    uint32_t start, len;  // bytes of the word; len == 0: merged into its left neighbour
-    int32_t prev, next;
-    int32_t id;           // -1: a byte the vocabulary cannot spell
-};
+using merge::symbol;
 
 struct candidate {
     int32_t rank;
@@ -147,16 +144,8 @@ void tokenizer::encode_bpe(std::string_view frag, std::vector<int32_t>& out) con
             std::pop_heap(heap.begin(), heap.end(), merges_later{});
             const candidate c = heap.back();
             heap.pop_back();
-            symbol& l = sym[c.left];
-            if (l.len != c.left_len || l.next < 0) continue;  // stale: lengths only grow
-            symbol& r = sym[l.next];
-            if (r.len != c.right_len) continue;
-            l.len += r.len;
-            l.id = c.merged;
-            l.next = r.next;
-            if (r.next >= 0) sym[r.next].prev = c.left;
-            r.len = 0;
-            try_pair(l.prev);
+            if (!merge::apply(sym, c.left, c.left_len, c.right_len, c.merged)) continue;
+            try_pair(sym[c.left].prev);
             try_pair(c.left);
         }
 

@@ -23,6 +23,7 @@
 
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
+#include "tokenizer/merge_symbols.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -60,11 +61,7 @@ int parse_byte_token(const std::string& s) {
     return v;
 }
 
-struct symbol {
-    uint32_t start, len;  // bytes of the normalized text; len == 0: merged into its left neighbour
-    int32_t prev, next;
-    int32_t id;           // -1: not a vocabulary piece
-};
+using merge::symbol;
 
 struct candidate {
     float priority;
@@ -175,17 +172,8 @@ void tokenizer::encode_spm(std::string_view frag, bool at_start, std::vector<int
     while (!heap.empty()) {
         const candidate c = heap.top();
         heap.pop();
-        symbol& l = sym[c.left];
-        // Lengths only grow, so an entry whose lengths no longer match is stale.
-        if (l.len != c.left_len || l.next < 0) continue;
-        symbol& r = sym[l.next];
-        if (r.len != c.right_len) continue;
-        l.len += r.len;
-        l.id = c.merged;
-        l.next = r.next;
-        if (r.next >= 0) sym[r.next].prev = c.left;
-        r.len = 0;
-        try_pair(l.prev);
+        if (!merge::apply(sym, c.left, c.left_len, c.right_len, c.merged)) continue;
+        try_pair(sym[c.left].prev);
         try_pair(c.left);
     }
 
