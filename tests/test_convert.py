@@ -130,14 +130,6 @@ def _hf_logits(model, tokens=TOKENS) -> np.ndarray:
         return model(torch.tensor([tokens])).logits[0].float().numpy()
 
 
-def _has_native_quantizer() -> bool:
-    try:
-        from specgen import _core
-    except ImportError:
-        return False
-    return hasattr(_core, "quantize_row")
-
-
 def _field(reader, key):
     return reader.fields[key].contents()
 
@@ -288,8 +280,6 @@ def test_gemma3_conditional_generation_text_part(checkpoints, converted, tmp_pat
 
 @pytest.mark.parametrize("outtype", ["q4_k", "q6_k"])
 def test_k_quant_types(converted, checkpoints, outtype):
-    if not _has_native_quantizer():
-        pytest.skip("specgen._core.quantize_row is not built")
     reader = gguf.GGUFReader(converted("llama", outtype))
     by_name = {t.name: t for t in reader.tensors}
     types = {n: t.tensor_type.name for n, t in by_name.items()}
@@ -457,10 +447,8 @@ _TEXTS = ["The quick brown fox", "Hello world! 123 456", "  spaces\nand new line
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_specgen_tokenizer_matches_the_source_tokenizer(converted, checkpoints, arch):
-    try:
-        from specgen._core import Tokenizer
-    except ImportError:
-        pytest.skip("specgen._core.Tokenizer is not built")
+    from specgen._core import Tokenizer
+
     tok = Tokenizer(str(converted(arch, "f16")))
     d = checkpoints[arch][0]
     if arch == "qwen2":
