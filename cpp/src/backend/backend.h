@@ -47,6 +47,13 @@ struct backend {
 
     // y[t, r] = sum_c W[r, c] x[t, c]   x: [n_tokens, W.n_cols], y: [n_tokens, W.n_rows]
     virtual void matmul(const weight_view& W, const float* x, int n_tokens, float* y) = 0;
+    // ys[i] = matmul(Ws[i], x) for i < n_mats: several matrices over the same input (q/k/v, gate/up).
+    // The default calls matmul per matrix; the CPU backend quantizes x once per activation format and
+    // runs every matrix in one parallel region. Outputs are those of matmul, bit for bit.
+    virtual void matmul_shared_input(const weight_view* Ws, float* const* ys, int n_mats, const float* x,
+                                     int n_tokens) {
+        for (int i = 0; i < n_mats; ++i) matmul(Ws[i], x, n_tokens, ys[i]);
+    }
     // y[t, k] = W[rows[k], :] . x[t, :] for k < n_rows_sel   (NanoSpec / gathered heads)
     virtual void matmul_selected(const weight_view& W, const int32_t* rows, int64_t n_rows_sel,
                                  const float* x, int n_tokens, float* y) = 0;

@@ -38,12 +38,35 @@ public:
     int n_threads() const override { return pool_.n_threads(); }
 
     void matmul(const weight_view& W, const float* x, int n_tokens, float* y) override {
-        const void* xq = quantize_activations(W, x, n_tokens);
-        // Chunks of whole 16-row groups keep multi-row kernels on their fast path.
-        const int64_t n_groups = (W.n_rows + 15) / 16;
+        float* const ys[1] = {y};
+        matmul_shared_input(&W, ys, 1, x, n_tokens);
+    }
+
+    void matmul_shared_input(const weight_view* Ws, float* const* ys, int n_mats, const float* x,
+                             int n_tokens) override {
+        // x quantized once per activation format; chunks are whole 16-row groups (multi-row kernels
+        // stay on their fast path) of all matrices, in one parallel region: fewer hand-offs per token.
+        std::vector<const void*>& xq = xq_of_mat_;
+        xq.assign(n_mats, nullptr);
+        group_end_.resize(n_mats);
+        int64_t n_groups = 0;
+        for (int i = 0; i < n_mats; ++i) {
+            for (int j = 0; j < i && !xq[i]; ++j)
+                if (same_activation_format(Ws[i], Ws[j])) xq[i] = xq[j];
+            if (!xq[i]) xq[i] = quantize_activations(Ws[i], x, n_tokens, i);
+            n_groups += (Ws[i].n_rows + 15) / 16;
+            group_end_[i] = n_groups;
+        }
         pool_.parallel_for(n_groups, [&](int, int64_t g0, int64_t g1) {
-            int64_t r0 = g0 * 16, r1 = std::min(W.n_rows, g1 * 16);
-            matmul_rows(W.type, W.data, W.n_cols, xq, n_tokens, y, W.n_rows, r0, r1);
+            for (int i = 0; i < n_mats && g0 < g1; ++i) {
+                const int64_t first = i ? group_end_[i - 1] : 0;
+                if (g0 >= group_end_[i]) continue;
+                const int64_t end = std::min(g1, group_end_[i]);
+                const weight_view& W = Ws[i];
+                const int64_t r0 = (g0 - first) * 16, r1 = std::min(W.n_rows, (end - first) * 16);
+                matmul_rows(W.type, W.data, W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, r0, r1);
+                g0 = end;
+            }
         });
     }
 
@@ -173,18 +196,30 @@ public:
     }
 
 private:
-    // Quantizes the rows of x into the weight's vec_dot_type (one shared buffer, grown on demand).
-    const void* quantize_activations(const weight_view& W, const float* x, int n_tokens) {
+    static bool same_activation_format(const weight_view& a, const weight_view& b) {
+        return a.n_cols == b.n_cols && ggml_traits(a.type).vec_dot_type == ggml_traits(b.type).vec_dot_type;
+    }
+
+    // Quantizes the rows of x into the weight's vec_dot_type, into scratch buffer `slot` (one per
+    // matrix of a shared-input call, grown on demand); rows in parallel when there are several.
+    const void* quantize_activations(const weight_view& W, const float* x, int n_tokens, int slot = 0) {
         const ggml_type xt = ggml_traits(W.type).vec_dot_type;
         const size_t row = ggml_row_size(xt, W.n_cols);
-        if (xq_.size() < row * n_tokens) xq_.resize(row * n_tokens);
-        for (int t = 0; t < n_tokens; ++t) quantize_row(xt, x + int64_t(t) * W.n_cols, xq_.data() + t * row, W.n_cols);
-        return xq_.data();
+        if (int(xq_.size()) <= slot) xq_.resize(slot + 1);
+        std::vector<uint8_t>& buf = xq_[slot];
+        if (buf.size() < row * n_tokens) buf.resize(row * n_tokens);
+        uint8_t* out = buf.data();
+        pool_.parallel_for(n_tokens, [&](int, int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; ++t) quantize_row(xt, x + t * W.n_cols, out + t * row, W.n_cols);
+        });
+        return out;
     }
 
     thread_pool pool_;
     std::vector<std::vector<float>> scores_;  // per-thread attention scratch
-    std::vector<uint8_t> xq_;
+    std::vector<std::vector<uint8_t>> xq_;       // quantized activations, one buffer per slot
+    std::vector<const void*> xq_of_mat_;        // matmul_shared_input scratch
+    std::vector<int64_t> group_end_;
     std::vector<float> cos_, sin_;
 };
 

@@ -203,9 +203,11 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
         const layer_weights& L = m_.layer(il);
         const bool swa = hp.layer_is_swa[il];
         be_.rms_norm(x, constant(L.attn_norm), n, E, hp.norm_eps, xn_.data());
-        be_.matmul(L.wq, xn_.data(), n, q_.data());
-        be_.matmul(L.wk, xn_.data(), n, k_.data());
-        be_.matmul(L.wv, xn_.data(), n, v_.data());
+        {
+            const weight_view qkv[3] = {L.wq, L.wk, L.wv};
+            float* const outs[3] = {q_.data(), k_.data(), v_.data()};
+            be_.matmul_shared_input(qkv, outs, 3, xn_.data(), n);
+        }
         if (hp.qkv_bias) {
             const float *qb = constant(L.q_bias), *kb = constant(L.k_bias), *vb = constant(L.v_bias);
             for (int t = 0; t < n; ++t) {
@@ -236,8 +238,11 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
         be_.add(x, proj_.data(), int64_t(n) * E, x);
 
         be_.rms_norm(x, constant(L.ffn_norm), n, E, hp.norm_eps, xn_.data());
-        be_.matmul(L.w_gate, xn_.data(), n, gate_.data());
-        be_.matmul(L.w_up, xn_.data(), n, up_.data());
+        {
+            const weight_view gate_up[2] = {L.w_gate, L.w_up};
+            float* const outs[2] = {gate_.data(), up_.data()};
+            be_.matmul_shared_input(gate_up, outs, 2, xn_.data(), n);
+        }
         if (hp.gelu) be_.gelu_mul(gate_.data(), up_.data(), int64_t(n) * hp.n_ff, gate_.data());
         else be_.silu_mul(gate_.data(), up_.data(), int64_t(n) * hp.n_ff, gate_.data());
         be_.matmul(L.w_down, gate_.data(), n, proj_.data());
