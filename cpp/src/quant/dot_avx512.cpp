@@ -5,6 +5,8 @@
 // Layouts in kernels.h. Checked against the scalar *_ref kernels by tests/test_quant.py (tight
 // relative tolerance; integer parts are exact, only float summation order differs), and each kernel
 // is the vec_dot of this ISA (tiles never change an output, see gemm_tiles.h).
+// Token tiles are 4 rows x 4 tokens: the per-row (weight unpacking) and per-token (x scales and
+// offsets) work is shared by 4 outputs each; 2 x 4 measured 97 vs 118 GMAC/s for Q8_0 (L2-resident).
 // Compiled with -mavx512f/bw/vl/dq/vnni (CMakeLists.txt); only called when best_cpu_isa() allows.
 #include <immintrin.h>
 
@@ -63,7 +65,7 @@ inline __m512i plain_scale_idx() { return _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 
 constexpr int kPrefetchBytes = 2048;
 
 struct k_q8_0 {
-    static constexpr int nr_decode = 4, nr_batch = 2, nt_batch = 4;
+    static constexpr int nr_decode = 4, nr_batch = 4, nt_batch = 4;
     template <int NR, int NT>
     static void run(int64_t n, const uint8_t* W, size_t ws, const uint8_t* X, size_t xs, float* Y, int64_t ys) {
         const int64_t nb = n / QK;
@@ -102,7 +104,7 @@ struct k_q8_0 {
 // Q4_0 (offset 8) and Q5_0 (offset 16, fifth bit from qh): unsigned weights, offset * sum(x) removed.
 template <class B, int OFFSET>
 struct k_q4_5_0 {
-    static constexpr int nr_decode = 4, nr_batch = 2, nt_batch = 4;
+    static constexpr int nr_decode = 4, nr_batch = 4, nt_batch = 4;
     static inline __m512i load_w(const B* b, bool two) {
         __m512i w = load_nibble_pair(b[0].qs, two ? b[1].qs : b[0].qs, two);
         if constexpr (OFFSET == 16) {
@@ -174,7 +176,7 @@ inline __m512i idx16_4(int a) {
 }
 
 struct k_q4_k {
-    static constexpr int nr_decode = 4, nr_batch = 2, nt_batch = 4;
+    static constexpr int nr_decode = 4, nr_batch = 4, nt_batch = 4;
     template <int NR, int NT>
     static void run(int64_t n, const uint8_t* W, size_t ws, const uint8_t* X, size_t xs, float* Y, int64_t ys) {
         const int64_t nb = n / QK_K;
@@ -225,7 +227,7 @@ struct k_q4_k {
 };
 
 struct k_q6_k {
-    static constexpr int nr_decode = 4, nr_batch = 2, nt_batch = 4;
+    static constexpr int nr_decode = 4, nr_batch = 4, nt_batch = 4;
     template <int NR, int NT>
     static void run(int64_t n, const uint8_t* W, size_t ws, const uint8_t* X, size_t xs, float* Y, int64_t ys) {
         const int64_t nb = n / QK_K;
@@ -284,7 +286,7 @@ enum class fkind { f32, f16, bf16 };
 
 template <fkind K>
 struct k_float {
-    static constexpr int nr_decode = 4, nr_batch = 2, nt_batch = 4;
+    static constexpr int nr_decode = 4, nr_batch = 4, nt_batch = 4;
     static inline __m512 load_w(const uint8_t* w, int64_t j, __mmask16 k) {
         if constexpr (K == fkind::f32) {
             return _mm512_maskz_loadu_ps(k, reinterpret_cast<const float*>(w) + j);
