@@ -50,10 +50,6 @@ inline __m256i expand_bits32(uint32_t qh) {
 // Q8_0 / Q4_0 / Q5_0 weights x Q8_0: W_KIND selects how a block's 32 weights are formed.
 enum class legacy { q8_0, q4_0, q5_0 };
 
-// Software prefetch ~2 KB ahead of the weight rows being read (as in dot_avx512.cpp): the hardware
-// prefetcher alone leaves the streaming loads waiting on memory.
-constexpr int kPrefetchBytes = 2048;
-
 template <legacy KIND>
 struct k_legacy {
     using B = typename std::conditional<KIND == legacy::q8_0, block_q8_0,
@@ -78,7 +74,9 @@ struct k_legacy {
         __m256 acc[NR][NT];
         for (int r = 0; r < NR; ++r)
             for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+        stream_prefetcher pf(W, NR * ws, nb);
         for (int64_t b = 0; b < nb; ++b) {
+            pf.step();
             __m256i xq[NT];
             float xd[NT];
             for (int t = 0; t < NT; ++t) {
@@ -88,7 +86,6 @@ struct k_legacy {
             }
             for (int r = 0; r < NR; ++r) {
                 const B& wb = reinterpret_cast<const B*>(W + r * ws)[b];
-                _mm_prefetch(reinterpret_cast<const char*>(&wb) + kPrefetchBytes, _MM_HINT_T0);
                 const __m256i wq = load_w(wb);
                 const __m256i aw = _mm256_sign_epi8(wq, wq);  // |w|
                 const float wd = _cvtsh_ss(wb.d);
@@ -113,12 +110,13 @@ struct k_q4_k {
         __m256 acc[NR][NT];
         for (int r = 0; r < NR; ++r)
             for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+        stream_prefetcher pf(W, NR * ws, nb);
         for (int64_t i = 0; i < nb; ++i) {
+            pf.step();
             const block_q8_k* xb[NT];
             for (int t = 0; t < NT; ++t) xb[t] = reinterpret_cast<const block_q8_k*>(X + t * xs) + i;
             for (int r = 0; r < NR; ++r) {
                 const block_q4_k* wb = reinterpret_cast<const block_q4_k*>(W + r * ws) + i;
-                _mm_prefetch(reinterpret_cast<const char*>(wb) + kPrefetchBytes, _MM_HINT_T0);
                 uint8_t sc[8], m[8];
                 unpack_k_scales(wb->scales, sc, m);
                 uint64_t mw;
@@ -158,12 +156,13 @@ struct k_q6_k {
         __m256 acc[NR][NT];
         for (int r = 0; r < NR; ++r)
             for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+        stream_prefetcher pf(W, NR * ws, nb);
         for (int64_t i = 0; i < nb; ++i) {
+            pf.step();
             const block_q8_k* xb[NT];
             for (int t = 0; t < NT; ++t) xb[t] = reinterpret_cast<const block_q8_k*>(X + t * xs) + i;
             for (int r = 0; r < NR; ++r) {
                 const block_q6_k* wb = reinterpret_cast<const block_q6_k*>(W + r * ws) + i;
-                _mm_prefetch(reinterpret_cast<const char*>(wb) + kPrefetchBytes, _MM_HINT_T0);
                 const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->scales)));
                 __m256i isum[NT];
                 // q is stored +32: start from -32 * sum_g sc_g * bsum_g

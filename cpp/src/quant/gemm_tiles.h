@@ -6,6 +6,32 @@
 // which computes an NR x NT tile with one independent accumulator per output; every output goes
 // through the same instruction sequence for any NR/NT, so tiling never changes a result.
 
+// Weight matrices are streamed from memory once per call: each kernel requests the bytes it will
+// reach kPrefetchBytes later. Per-row prefetch at 2 KB measured 13.0 -> 8.4 ms for the 262144 x 640
+// Q8_0 head (one thread, one token) and 26.0 -> 11.7 ms for four tokens; the contiguous stream below
+// (no gaps between tiles) raised 1024-column Q4_K from ~10 to ~26 GB/s (AVX-512, one thread).
+constexpr int kPrefetchBytes = 2048;
+
+// The rows of a tile are contiguous: [W, W + NR * ws). A kernel that reads them in n_steps steps
+// calls step() once per step, which prefetches the next 1/n_steps of the tile's bytes
+// kPrefetchBytes ahead.
+class stream_prefetcher {
+public:
+    stream_prefetcher(const uint8_t* W, size_t tile_bytes, int64_t n_steps)
+        : p_(W + kPrefetchBytes), step_((tile_bytes + n_steps - 1) / n_steps) {}
+    void step() {
+        const uint8_t* end = p_ + step_;
+        for (const uint8_t* q = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p_) & ~uintptr_t(63));
+             q < end; q += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(q), _MM_HINT_T0);
+        p_ = end;
+    }
+
+private:
+    const uint8_t* p_;
+    size_t step_;
+};
+
 template <class K, int NT>
 void rows_loop(int64_t n, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs, float* Y,
                int64_t ys) {
