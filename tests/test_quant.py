@@ -224,3 +224,75 @@ def test_isa_selection():
     for isa in ALL_ISAS[len(supported_isas()):]:
         with pytest.raises(ValueError):
             _core.set_cpu_isa(isa)
+
+
+# (6) the SIMD activation quantizers (Q8_0, Q8_K) write the scalar reference's bytes, every input
+SIMD_ISAS = ALL_ISAS[1:]
+ACT_LENGTHS = {T.Q8_0: [32, 96, 256, 640, 2080], T.Q8_K: [256, 512, 1024, 2816]}
+TIES = np.array([2.5, -2.5, -3.5, 0.5, -0.5, 1.5, 64.5, -64.5, 126.5, -126.5, 0.49999997, -0.49999997,
+                 np.nextafter(np.float32(2.5), np.float32(0)), np.nextafter(np.float32(2.5), np.float32(9)),
+                 0.0, -0.0, 1e-30, 127.0, -127.0], dtype=np.float32)
+
+
+def scalar_and_isa(t, x, isa):
+    if isa not in supported_isas():
+        pytest.skip(f"{isa} not supported here")
+    _core.set_cpu_isa("scalar")
+    ref = _core.quantize_row(int(t), x)
+    _core.set_cpu_isa(isa)
+    return ref, _core.quantize_row(int(t), x)
+
+
+def tie_row(t, n_blocks, rng):
+    """Blocks of ties with 127.0 somewhere in each, so amax = 127 and id == 1 in both formats."""
+    bs, _ = BLOCK[t]
+    x = rng.choice(TIES, size=(n_blocks, bs)).astype(np.float32)
+    x[np.arange(n_blocks), rng.integers(0, bs, size=n_blocks)] = 127.0
+    return x.reshape(-1)
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q8_K])
+def test_act_quant_random_rows_match_scalar(isa, t):
+    rng = np.random.default_rng(600 + int(t))
+    for n in ACT_LENGTHS[t]:
+        for scale in (1e-3, 1.0, 37.0, 1e4):
+            x = (scale * rng.standard_normal(n)).astype(np.float32)
+            ref, got = scalar_and_isa(t, x, isa)
+            np.testing.assert_array_equal(got, ref, err_msg=f"{isa} {t.name} n={n} scale={scale}")
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q8_K])
+def test_act_quant_ties_match_scalar(isa, t):
+    rng = np.random.default_rng(700 + int(t))
+    bs, ts = BLOCK[t]
+    x = tie_row(t, 8, rng)
+    ref, got = scalar_and_isa(t, x, isa)
+    np.testing.assert_array_equal(got, ref, err_msg=f"{isa} {t.name}")
+    # The reference's rounding itself: Q8_0 is std::round (half away from zero), Q8_K is nearest_int
+    # (add +-0.5 in float, then truncate, so 0.49999997 + 0.5 == 1.0 rounds up).
+    qs = got.reshape(8, ts)[:, 2:34] if t == T.Q8_0 else got.reshape(8, ts)[:, 4:260]
+    q = dict(zip(x.tolist(), qs.view(np.int8).reshape(-1).tolist()))
+    assert (q[2.5], q[-2.5], q[-3.5], q[0.5], q[-0.5], q[126.5], q[127.0]) == (3, -3, -4, 1, -1, 127, 127)
+    assert q[float(np.float32(0.49999997))] == (0 if t == T.Q8_0 else 1)
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q8_K])
+def test_act_quant_zero_huge_and_tiny_rows_match_scalar(isa, t):
+    rng = np.random.default_rng(800 + int(t))
+    n = 2 * BLOCK[t][0]
+    rows = [np.zeros(n, dtype=np.float32), np.full(n, -0.0, dtype=np.float32)]
+    for huge in (1e20, -3e38, np.finfo(np.float32).max):
+        x = rng.standard_normal(n).astype(np.float32)
+        x[rng.integers(0, n)] = huge
+        rows.append(x)
+    # amax this small makes 1/d (or 127/amax) overflow to inf; subnormals make d round to 0
+    for tiny in (3e-37, 1e-38, 1e-40, 1e-45):
+        rows.append((tiny * rng.choice([-1.0, 0.0, 0.5, 1.0], size=n)).astype(np.float32))
+    # blocks of each kind in one row: every block is quantized on its own
+    rows.append(np.concatenate([r[:BLOCK[t][0]] for r in rows]))
+    for i, x in enumerate(rows):
+        ref, got = scalar_and_isa(t, x, isa)
+        np.testing.assert_array_equal(got, ref, err_msg=f"{isa} {t.name} row {i}")

@@ -116,6 +116,10 @@ float dot_q6_k_ref(int64_t n, const void* w, const void* x);
 // SIMD matrix kernels; nullptr where that ISA has none for the type (the reference is used).
 gemm_fn gemm_kernel_avx2(ggml_type w_type);
 gemm_fn gemm_kernel_avx512(ggml_type w_type);
+// SIMD activation quantizers (Q8_0, Q8_K), byte-identical to quant_q8_0 / quant_q8_k; nullptr for
+// every other type.
+quant_fn quant_kernel_avx2(ggml_type type);
+quant_fn quant_kernel_avx512(ggml_type type);
 
 }  // namespace quant
 }  // namespace specgen

@@ -1,7 +1,8 @@
 // Q8_0: blocks of 32 int8 with one fp16 scale (layout in kernels.h). Dequantize, quantize
 // (d = max|x|/127, q = round(x/d), as ggml's reference, so gguf.quants.quantize matches bit for bit)
 // and the scalar reference dot Q8_0 x Q8_0: per block an exact int32 sum, scaled by d_w*d_x and
-// accumulated in float in block order. SIMD versions in dot_avx2.cpp / dot_avx512.cpp.
+// accumulated in float in block order. SIMD versions in dot_avx2.cpp / dot_avx512.cpp; quantize_act_*.cpp
+// repeat quant_q8_0 byte for byte, so change them together.
 #include <cmath>
 
 #include "quant/kernels.h"

@@ -1,6 +1,7 @@
 // Q8_K: the activation format for K-quant dots: 256 int8 with a float scale and the sums of each
 // 16 values (bsums, used for the K-quants' min/offset terms). Layout in kernels.h.
 // Quantize (d = max|x|/127, q = round(x/d)) and dequantize; checked by round trip in tests.
+// quantize_act_*.cpp repeat quant_q8_k byte for byte, so change them together.
 #include <algorithm>
 #include <cmath>
 

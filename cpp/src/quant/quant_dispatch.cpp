@@ -100,6 +100,16 @@ gemm_fn active_gemm(ggml_type w_type) {
     }
 }
 
+// The activation quantizer of the active ISA for type; nullptr means the scalar reference. Its
+// bytes equal the reference's, so the ISA never changes what the dot kernels see.
+quant_fn active_quant(ggml_type type) {
+    switch (static_cast<cpu_isa>(isa_slot().load(std::memory_order_relaxed))) {
+        case cpu_isa::avx512: return quant_kernel_avx512(type);
+        case cpu_isa::avx2: return quant_kernel_avx2(type);
+        default: return nullptr;
+    }
+}
+
 void gemm_ref(dot_fn dot, int64_t n, const void* W, size_t w_stride, int n_rows, const void* X, size_t x_stride,
               int n_tok, float* Y, int64_t y_stride) {
     for (int t = 0; t < n_tok; ++t)
@@ -145,9 +155,10 @@ void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
 
 void quantize_row(ggml_type type, const float* src, void* dst, int64_t n) {
     check_n(type, n, "quantize_row");
-    const quant_fn f = ops_of(type).quant;
-    if (!f) throw not_implemented_error("quantize_row: cannot quantize to " + type_str(type));
-    f(src, dst, n);
+    const quant_fn ref = ops_of(type).quant;
+    if (!ref) throw not_implemented_error("quantize_row: cannot quantize to " + type_str(type));
+    const quant_fn simd = active_quant(type);
+    (simd ? simd : ref)(src, dst, n);
 }
 
 float vec_dot(ggml_type w_type, int64_t n, const void* w_row, const void* x_row) {
