@@ -70,12 +70,9 @@ void quant_q8_0_avx2(const float* src, void* dst, int64_t n) {
         const float* x = src + i * QK;
         const float amax = amax_of(x, 1);
         const float d = amax / 127.0f;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
+        const float id = d != 0 && 1.0f / d <= FLT_MAX ? 1.0f / d : 0.0f;  // as the reference
         b[i].d = fp32_to_fp16(d);
-        // When 1/d overflows (amax < ~4e-37) the reference's x*id is +-inf or NaN and its int8 store
-        // keeps the low byte of cvttss2si's 0x80000000, i.e. 0; multiplying by 0 gives those zeros
-        // where packs would saturate to -128.
-        const __m256 vid = _mm256_set1_ps(id <= FLT_MAX ? id : 0.0f);
+        const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int k = 0; k < 4; ++k) q[k] = round_away(product(_mm256_loadu_ps(x + 8 * k), vid));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), pack_i8(q));
@@ -88,7 +85,7 @@ void quant_q8_k_avx2(const float* src, void* dst, int64_t n) {
         const float* x = src + i * QK_K;
         const float amax = amax_of(x, QK_K / 32);
         const float d = amax / 127.0f;
-        const float id = amax > 0 ? 127.0f / amax : 0.0f;
+        const float id = amax > 0 && 127.0f / amax <= FLT_MAX ? 127.0f / amax : 0.0f;  // as the reference
         b[i].d = d;
         const __m256 vid = _mm256_set1_ps(id);
         __m256i h[2];
