@@ -1,6 +1,7 @@
 // CPU implementation of the backend interface: quantized matmuls through the kernels of
-// cpp/src/quant (SIMD chosen at start-up), the rest as plain loops over rows split across a
-// thread pool. Every row is computed by exactly one thread with a fixed accumulation order.
+// cpp/src/quant (SIMD chosen at start-up), exp / GELU / SiLU through those of vec_math.h (same
+// bits on every ISA), the rest as plain loops over rows split across a thread pool. Every row is
+// computed by exactly one thread with a fixed accumulation order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/thread_pool.h"
+#include "backend/vec_math.h"
 #include "common/error.h"
 #include "quant/quant.h"
 
@@ -29,6 +31,29 @@ inline float dot_f32(const float* a, const float* b, int n) {
 
 // Elementwise work below this size runs on the calling thread: waking the pool costs more.
 constexpr int64_t kElementwiseGrain = 16384;
+
+// RoPE cos/sin of positions [0, n_pos) for one (freq_base, head_dim), grown on demand: rope() runs
+// twice per layer over the same positions, and the table serves every later call too. The values
+// are exactly those rope() computed per call before (Hugging Face's float32 inverse frequency times
+// float32 position, cos/sin in double).
+struct rope_table {
+    float freq_base;
+    int head_dim;
+    std::vector<float> inv_freq;  // [half]
+    std::vector<float> cos, sin;  // [n_pos, half]
+    int n_pos = 0;
+};
+
+// Positions beyond this are computed per call instead of cached (a table row is head_dim floats).
+constexpr int kRopeMaxCached = 1 << 16;
+
+inline void rope_angles(const float* inv_freq, int half, int pos, float* c, float* s) {
+    for (int i = 0; i < half; ++i) {
+        const float angle = float(pos) * inv_freq[i];
+        c[i] = float(std::cos(double(angle)));
+        s[i] = float(std::sin(double(angle)));
+    }
+}
 
 class cpu_backend final : public backend {
 public:
@@ -110,15 +135,29 @@ public:
     void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, float freq_base,
               rope_style style) override {
         const int half = head_dim / 2;
-        cos_.resize(half);
-        sin_.resize(half);
+        rope_table& tab = rope_table_for(freq_base, head_dim);
+        int max_pos = -1;
+        for (int t = 0; t < n_tokens; ++t) max_pos = std::max(max_pos, pos[t]);
+        if (max_pos >= tab.n_pos && tab.n_pos < kRopeMaxCached) {
+            const int n = std::min(max_pos + 1, kRopeMaxCached);
+            tab.cos.resize(size_t(n) * half);
+            tab.sin.resize(size_t(n) * half);
+            for (int p = tab.n_pos; p < n; ++p)
+                rope_angles(tab.inv_freq.data(), half, p, &tab.cos[size_t(p) * half], &tab.sin[size_t(p) * half]);
+            tab.n_pos = n;
+        }
         for (int t = 0; t < n_tokens; ++t) {
-            for (int i = 0; i < half; ++i) {
-                // As Hugging Face computes it: float32 inverse frequency times float32 position.
-                const float inv_freq = float(1.0 / std::pow(double(freq_base), double(2 * i) / head_dim));
-                const float angle = float(pos[t]) * inv_freq;
-                cos_[i] = float(std::cos(double(angle)));
-                sin_[i] = float(std::sin(double(angle)));
+            const float* cs;
+            const float* sn;
+            if (pos[t] >= 0 && pos[t] < tab.n_pos) {
+                cs = &tab.cos[size_t(pos[t]) * half];
+                sn = &tab.sin[size_t(pos[t]) * half];
+            } else {  // negative, or past kRopeMaxCached
+                cos_.resize(half);
+                sin_.resize(half);
+                rope_angles(tab.inv_freq.data(), half, pos[t], cos_.data(), sin_.data());
+                cs = cos_.data();
+                sn = sin_.data();
             }
             for (int h = 0; h < n_heads; ++h) {
                 float* v = x + (int64_t(t) * n_heads + h) * head_dim;
@@ -126,8 +165,8 @@ public:
                     const int a = style == rope_style::neox ? i : 2 * i;
                     const int b = style == rope_style::neox ? i + half : 2 * i + 1;
                     const float x0 = v[a], x1 = v[b];
-                    v[a] = x0 * cos_[i] - x1 * sin_[i];
-                    v[b] = x0 * sin_[i] + x1 * cos_[i];
+                    v[a] = x0 * cs[i] - x1 * sn[i];
+                    v[b] = x0 * sn[i] + x1 * cs[i];
                 }
             }
         }
@@ -154,11 +193,8 @@ public:
                     scores[j] = s;
                     max_s = std::max(max_s, s);
                 }
-                float sum = 0.0f;
-                for (int j = first; j <= last; ++j) {
-                    scores[j] = std::exp(scores[j] - max_s);
-                    sum += scores[j];
-                }
+                // exp in place, summed in an order fixed by the row length alone.
+                const float sum = vec::exp_sub_sum(scores + first, last - first + 1, max_s);
                 std::fill(o, o + D, 0.0f);
                 for (int j = first; j <= last; ++j) {
                     const float w = scores[j];
@@ -172,18 +208,15 @@ public:
     }
 
     void gelu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+        // vec:: kernels give each element the same bits wherever a chunk boundary falls.
         pool_.parallel_for(n, [&](int, int64_t i0, int64_t i1) {
-            constexpr float kSqrt2OverPi = 0.7978845608028654f;
-            for (int64_t i = i0; i < i1; ++i) {
-                const float g = gate[i];
-                out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
-            }
+            vec::gelu_mul(gate + i0, up + i0, i1 - i0, out + i0);
         }, kElementwiseGrain);
     }
 
     void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
         pool_.parallel_for(n, [&](int, int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+            vec::silu_mul(gate + i0, up + i0, i1 - i0, out + i0);
         }, kElementwiseGrain);
     }
 
@@ -196,6 +229,19 @@ public:
     }
 
 private:
+    rope_table& rope_table_for(float freq_base, int head_dim) {
+        for (rope_table& t : rope_tables_)
+            if (t.freq_base == freq_base && t.head_dim == head_dim) return t;
+        rope_table t{freq_base, head_dim, {}, {}, {}, 0};
+        const int half = head_dim / 2;
+        t.inv_freq.resize(half);
+        // As Hugging Face computes it: float32 inverse frequency (times float32 position).
+        for (int i = 0; i < half; ++i)
+            t.inv_freq[i] = float(1.0 / std::pow(double(freq_base), double(2 * i) / head_dim));
+        rope_tables_.push_back(std::move(t));
+        return rope_tables_.back();
+    }
+
     static bool same_activation_format(const weight_view& a, const weight_view& b) {
         return a.n_cols == b.n_cols && ggml_traits(a.type).vec_dot_type == ggml_traits(b.type).vec_dot_type;
     }
@@ -217,10 +263,11 @@ private:
 
     thread_pool pool_;
     std::vector<std::vector<float>> scores_;  // per-thread attention scratch
-    std::vector<std::vector<uint8_t>> xq_;       // quantized activations, one buffer per slot
-    std::vector<const void*> xq_of_mat_;        // matmul_shared_input scratch
+    std::vector<std::vector<uint8_t>> xq_;  // quantized activations, one buffer per slot
+    std::vector<const void*> xq_of_mat_;    // matmul_shared_input scratch
     std::vector<int64_t> group_end_;
-    std::vector<float> cos_, sin_;
+    std::vector<float> cos_, sin_;          // rope() of positions outside the table
+    std::vector<rope_table> rope_tables_;   // one per (freq_base, head_dim)
 };
 
 }  // namespace

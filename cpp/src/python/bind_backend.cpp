@@ -1,10 +1,15 @@
 // Single backend operations on a chosen device, for the kernel tests (tests/test_cuda.py runs
 // every weight type through the CPU and CUDA backends on ragged shapes) and for debugging. Each
-// call creates the backend, uploads its inputs, runs one op and downloads the result.
+// call creates the backend, uploads its inputs, runs one op and downloads the result. The vec_*
+// functions run the CPU backend's element-wise kernels (tests/test_vec_math.py).
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
+
 #include "backend/backend.h"
+#include "backend/vec_math.h"
 #include "common/error.h"
 #include "python/bindings.h"
 
@@ -35,6 +40,31 @@ nb::ndarray<nb::numpy, float> owned(size_t rows, size_t cols, float** data) {
     nb::capsule owner(p, [](void* q) noexcept { delete[] static_cast<float*>(q); });
     *data = p;
     return nb::ndarray<nb::numpy, float>(p, {rows, cols}, owner);
+}
+
+nb::ndarray<nb::numpy, float> owned_vec(size_t n, float** data) {
+    float* p = new float[n ? n : 1];
+    nb::capsule owner(p, [](void* q) noexcept { delete[] static_cast<float*>(q); });
+    *data = p;
+    return nb::ndarray<nb::numpy, float>(p, {n}, owner);
+}
+
+// y = f(x) over a float32 vector with a vec_math.h row kernel of the active ISA.
+template <void (*F)(const float*, int64_t, float*)>
+nb::ndarray<nb::numpy, float> vec_map(f32_vec x) {
+    float* y;
+    auto arr = owned_vec(x.shape(0), &y);
+    F(x.data(), int64_t(x.shape(0)), y);
+    return arr;
+}
+
+template <void (*F)(const float*, const float*, int64_t, float*)>
+nb::ndarray<nb::numpy, float> vec_map_mul(f32_vec gate, f32_vec up) {
+    if (gate.shape(0) != up.shape(0)) throw invalid_argument_error("gate and up must have the same length");
+    float* y;
+    auto arr = owned_vec(gate.shape(0), &y);
+    F(gate.data(), up.data(), int64_t(gate.shape(0)), y);
+    return arr;
 }
 
 }  // namespace
@@ -84,6 +114,25 @@ void bind_backend(nb::module_& m) {
         },
         nb::arg("device"), nb::arg("w_type"), nb::arg("W"), nb::arg("n_rows"), nb::arg("n_cols"), nb::arg("ids"),
         "backend.get_rows on `device`; returns float32 (len(ids), n_cols).");
+
+    // The element-wise math of the CPU backend (backend/vec_math.h), on the ISA set_cpu_isa chose.
+    m.def("vec_exp", &vec_map<vec::exp_row>, nb::arg("x"), "exp_approx of each element (float32).");
+    m.def("vec_tanh", &vec_map<vec::tanh_row>, nb::arg("x"), "tanh_approx of each element (float32).");
+    m.def("vec_gelu_mul", &vec_map_mul<vec::gelu_mul>, nb::arg("gate"), nb::arg("up"),
+          "gelu_tanh(gate) * up as the CPU backend computes it (float32).");
+    m.def("vec_silu_mul", &vec_map_mul<vec::silu_mul>, nb::arg("gate"), nb::arg("up"),
+          "silu(gate) * up as the CPU backend computes it (float32).");
+    m.def(
+        "vec_exp_sub_sum",
+        [](f32_vec x, float sub) {
+            float* y;
+            auto arr = owned_vec(x.shape(0), &y);
+            std::copy(x.data(), x.data() + x.shape(0), y);
+            const float s = vec::exp_sub_sum(y, int64_t(x.shape(0)), sub);
+            return std::make_pair(arr, s);
+        },
+        nb::arg("x"), nb::arg("sub"),
+        "The attention softmax step: (exp_approx(x - sub), its sum in the kernel's fixed order).");
 }
 
 }  // namespace specgen::python

@@ -1,0 +1,66 @@
+// Scalar row kernels of vec_math.h (the reference the AVX2 / AVX-512 versions are tested against)
+// and the dispatch on active_cpu_isa(). Compiled with -ffp-contract=off (CMakeLists.txt).
+#include "backend/vec_math.h"
+
+#include "quant/quant.h"
+
+namespace specgen {
+namespace vec {
+
+namespace scalar {
+
+void exp_row(const float* x, int64_t n, float* y) {
+    for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i]);
+}
+
+void tanh_row(const float* x, int64_t n, float* y) {
+    for (int64_t i = 0; i < n; ++i) y[i] = tanh_approx(x[i]);
+}
+
+void gelu_mul(const float* gate, const float* up, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = gelu_approx(gate[i]) * up[i];
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = silu_approx(gate[i]) * up[i];
+}
+
+float exp_sub_sum(float* x, int64_t n, float sub) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; ++k) {
+            x[i + k] = exp_approx(x[i + k] - sub);
+            acc[k] += x[i + k];
+        }
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (; i < n; ++i) {
+        x[i] = exp_approx(x[i] - sub);
+        s += x[i];
+    }
+    return s;
+}
+
+}  // namespace scalar
+
+#define SPECGEN_VEC_DISPATCH(call)                      \
+    switch (active_cpu_isa()) {                         \
+        case cpu_isa::avx512: return avx512::call;      \
+        case cpu_isa::avx2: return avx2::call;          \
+        default: return scalar::call;                   \
+    }
+
+void exp_row(const float* x, int64_t n, float* y) { SPECGEN_VEC_DISPATCH(exp_row(x, n, y)) }
+void tanh_row(const float* x, int64_t n, float* y) { SPECGEN_VEC_DISPATCH(tanh_row(x, n, y)) }
+void gelu_mul(const float* gate, const float* up, int64_t n, float* out) {
+    SPECGEN_VEC_DISPATCH(gelu_mul(gate, up, n, out))
+}
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+    SPECGEN_VEC_DISPATCH(silu_mul(gate, up, n, out))
+}
+float exp_sub_sum(float* x, int64_t n, float sub) { SPECGEN_VEC_DISPATCH(exp_sub_sum(x, n, sub)) }
+
+#undef SPECGEN_VEC_DISPATCH
+
+}  // namespace vec
+}  // namespace specgen

@@ -1,0 +1,138 @@
+// Element-wise math of the CPU backend: exp, tanh, GELU (tanh form) and SiLU without libm.
+//
+// The inline functions below are the scalar reference: branch-free float arithmetic, no fused
+// multiply-adds, no library calls. vec_math_avx2.cpp and vec_math_avx512.cpp hold the same
+// arithmetic on 8 / 16 lanes, and the row kernels at the end of this file dispatch on
+// active_cpu_isa(). Every version performs the same IEEE operations in the same order (the
+// vec_math*.cpp files are compiled with -ffp-contract=off, see CMakeLists.txt), so a kernel gives
+// the same bits on every ISA and for every split of a row into chunks (batch and thread-count
+// invariance); tests/test_vec_math.py checks both, and the accuracy against float64. The scalar
+// kernels are also the path of CPUs without AVX2: selects are bit masks, not branches, so GCC
+// vectorizes their loops for SSE2 (4 lanes).
+//
+// Use the row kernels from other code: a translation unit that includes this header with FMA
+// enabled may contract the reference's a * b + c and get different bits.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace specgen {
+namespace vec {
+
+// Clamp range of exp_approx. Above kExpHi the result would overflow (kExpHi * log2(e) < 127.5, so
+// 2^n stays a normal float); below kExpLo = ln(FLT_MIN) the result is subnormal and 0 is returned.
+constexpr float kExpHi = 88.3762626647949f;
+constexpr float kExpLo = -87.3365447504f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: t = y + magic rounds y to an integer
+constexpr float kLn2Hi = 0.693359375f;      // ln 2 = kLn2Hi + kLn2Lo; kLn2Hi has 9 bits: n * kLn2Hi is exact
+constexpr float kLn2Lo = -2.12194440e-4f;
+// Minimax polynomial of (e^r - 1 - r) / r^2 on |r| <= ln(2) / 2 (Cephes expf).
+constexpr float kExpP0 = 1.9875691500e-4f, kExpP1 = 1.3981999507e-3f, kExpP2 = 8.3334519073e-3f,
+                kExpP3 = 4.1665795894e-2f, kExpP4 = 1.6666665459e-1f, kExpP5 = 5.0000001201e-1f;
+// tanh(x) = x + x^3 P(x^2) for |x| < kTanhSmall (Cephes tanhf); 1 - 2 / (e^{2|x|} + 1) above.
+constexpr float kTanhSmall = 0.625f;
+constexpr float kTanhP0 = -5.70498872745e-3f, kTanhP1 = 2.06390887954e-2f, kTanhP2 = -5.37397155531e-2f,
+                kTanhP3 = 1.33314422036e-1f, kTanhP4 = -3.33332819422e-1f;
+// GELU, tanh form: 0.5 g (1 + tanh(u)) with u = sqrt(2/pi) (g + 0.044715 g^3). Since
+// 0.5 (1 + tanh(u)) = sigmoid(2u), it is computed as g sigmoid(v), v = g (kGeluA + kGeluB g^2):
+// one exp and no cancellation in 1 + tanh(u) for negative g.
+constexpr float kGeluA = 1.5957691216057308f;               // 2 sqrt(2/pi)
+constexpr float kGeluB = 1.5957691216057308f * 0.044715f;   // 2 sqrt(2/pi) 0.044715
+
+static inline uint32_t float_bits(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
+static inline float bits_float(uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+// c ? a : b through bit masks: GCC does not if-convert `c ? a : x * y` (the multiply might trap),
+// and a branch in the loop stops vectorization.
+static inline float select(bool c, float a, float b) {
+    const uint32_t m = 0u - uint32_t(c);
+    return bits_float((float_bits(a) & m) | (float_bits(b) & ~m));
+}
+
+// e^x to 1 ulp for x in [kExpLo, kExpHi]; 0 below (also for -inf), e^kExpHi (~2.4e38, finite)
+// above (also for +inf); NaN stays NaN.
+static inline float exp_approx(float x) {
+    const bool below = x < kExpLo;
+    x = select(kExpLo > x, kExpLo, x);  // as maxps/minps(const, x): NaN passes through
+    x = select(kExpHi < x, kExpHi, x);
+    // x = n ln2 + r, n = round(x log2 e), |r| <= ln2/2 (Cody-Waite: n ln2 subtracted in two parts).
+    const float t = x * kLog2e + kRoundMagic;
+    const float n = t - kRoundMagic;
+    float r = x - n * kLn2Hi;
+    r = r - n * kLn2Lo;
+    float p = kExpP0;
+    p = p * r + kExpP1;
+    p = p * r + kExpP2;
+    p = p * r + kExpP3;
+    p = p * r + kExpP4;
+    p = p * r + kExpP5;
+    const float y = (p * (r * r) + r) + 1.0f;
+    // 2^n: the low bits of t hold n (t = 1.5 * 2^23 + n); adding the bias and shifting into the
+    // exponent field drops the rest.
+    const float scale = bits_float((float_bits(t) + 127u) << 23);
+    return select(below, 0.0f, y * scale);
+}
+
+// tanh(x) to about 1.5 ulp; odd, exactly +-1 for |x| > 9.011.
+static inline float tanh_approx(float x) {
+    const float ax = bits_float(float_bits(x) & 0x7fffffffu);
+    const float s = x * x;
+    float p = kTanhP0;
+    p = p * s + kTanhP1;
+    p = p * s + kTanhP2;
+    p = p * s + kTanhP3;
+    p = p * s + kTanhP4;
+    const float small = (p * s) * x + x;
+    const float big = 1.0f - 2.0f / (exp_approx(2.0f * ax) + 1.0f);
+    const float big_signed = bits_float(float_bits(big) | (float_bits(x) & 0x80000000u));
+    return select(ax < kTanhSmall, small, big_signed);
+}
+
+// g sigmoid(v) = g / (1 + e^-v), as (g e^v) / (1 + e^v) for v < 0: the exp argument is -|v| <= 0,
+// so a very negative v gives 0 (times g), not g / e^kExpHi.
+static inline float mul_sigmoid(float g, float v) {
+    const float e = exp_approx(bits_float(float_bits(v) | 0x80000000u));  // e^-|v|
+    return (g * select(v < 0.0f, e, 1.0f)) / (1.0f + e);
+}
+
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), see kGeluA.
+static inline float gelu_approx(float g) { return mul_sigmoid(g, g * (kGeluA + kGeluB * (g * g))); }
+
+// silu(g) = g / (1 + e^-g)
+static inline float silu_approx(float g) { return mul_sigmoid(g, g); }
+
+// ---- Row kernels (vec_math.cpp), dispatched on active_cpu_isa(); same bits on every ISA --------
+// In place allowed (y == x, out == gate) for all of them.
+void exp_row(const float* x, int64_t n, float* y);                               // y = exp_approx(x)
+void tanh_row(const float* x, int64_t n, float* y);                              // y = tanh_approx(x)
+void gelu_mul(const float* gate, const float* up, int64_t n, float* out);         // gelu_approx(g) * u
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);         // silu_approx(g) * u
+// x[i] = exp_approx(x[i] - sub) for i < n; returns their sum in a fixed order: 8 partial sums
+// acc[i % 8] over whole groups of 8, combined as ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) +
+// (acc3+acc7)), then the remaining n % 8 terms one by one.
+float exp_sub_sum(float* x, int64_t n, float sub);
+
+// The per-ISA versions behind the dispatch (same contracts); tests call them through set_cpu_isa.
+#define SPECGEN_VEC_MATH_KERNELS(ns)                                              \
+    namespace ns {                                                                \
+    void exp_row(const float* x, int64_t n, float* y);                            \
+    void tanh_row(const float* x, int64_t n, float* y);                           \
+    void gelu_mul(const float* gate, const float* up, int64_t n, float* out);     \
+    void silu_mul(const float* gate, const float* up, int64_t n, float* out);     \
+    float exp_sub_sum(float* x, int64_t n, float sub);                            \
+    }
+SPECGEN_VEC_MATH_KERNELS(scalar)
+SPECGEN_VEC_MATH_KERNELS(avx2)
+SPECGEN_VEC_MATH_KERNELS(avx512)
+#undef SPECGEN_VEC_MATH_KERNELS
+
+}  // namespace vec
+}  // namespace specgen
