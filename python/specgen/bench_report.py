@@ -65,7 +65,8 @@ def _main_rows(res: Dict[str, Any], s: str = "all") -> List[List[str]]:
             fmt(b["expected_tpc"]),
             fmt(b["classic_limit"]),
             fmt(b["pa_bound"]),
-            fmt(b["pa_bound_ratio"]),
+            # no finite bound (greedy with full acceptance possible): the ratio says nothing
+            fmt(b["pa_bound_ratio"]) if _num(b["pa_bound"]) != float("inf") else "-",
             fmt(100 * p["draft_fraction"], 0) if p["draft_fraction"] is not None else "-",
             fmt(100 * p["verify_fraction"], 0) if p["verify_fraction"] is not None else "-",
             str(p["vocab_set_size"]) if p["vocab_set_size"] else "-",
