@@ -9,6 +9,10 @@
 3. Sampling at temperature 1 follows the target (chi-square on the first token).
 4. No races: 50 short generations back to back on one Generator, each starting and joining the drafter
    thread, all identical to plain decoding. (tools/tsan_ssd.sh runs the C++ program under TSAN.)
+5. NanoSpec / FR-Spec heads (ALGORITHMS.md 3) under SSD: greedy identity for hits and forced misses;
+   with every round a miss and the neural backup, SSD drafts exactly what the sequential NanoSpec
+   drafter drafts (same rounds, same acceptance, same |S|), so the drafts are over S and S grows by
+   the sequential rule; |S| is reported; sampling at temperature 1 follows the target.
 """
 import numpy as np
 import pytest
@@ -149,3 +153,103 @@ def test_repeated_generations_and_cancel(model_path, ar):
         assert g.generate(PROMPT, max_tokens=N, temperature=0).tokens == ar
     finally:
         g.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# 5. NanoSpec / FR-Spec: the SSD drafter's logits over S only
+COPY_PROMPT = ("Copy the sentence exactly: The quick brown fox jumps over the lazy dog near the river bank.\n"
+               "Copy: The quick brown fox jumps over the lazy dog near the river bank.\nCopy:")
+HEADS = {"nanospec": dict(nanospec=True), "nanospec16": dict(nanospec=True, nanospec_capacity=16),
+         "frspec": dict(frspec=32768)}
+
+
+@pytest.fixture(scope="module")
+def ar_copy(gen):
+    return gen.generate(COPY_PROMPT, max_tokens=N, temperature=0).tokens
+
+
+def _check_vocab_size(s, head):
+    if "frspec" in head:
+        assert s["vocab_set_size"] == head["frspec"]
+    elif "nanospec_capacity" in head:
+        assert s["vocab_set_size"] == head["nanospec_capacity"]  # full after the prompt, kept
+    else:
+        assert s["vocab_set_size"] > 0
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_nanospec_greedy_identity_hits(model_path, ar, ar_copy, head):
+    """Full-depth self drafter over S: on the copy prompt the target's tokens are in S, so the (K, top-1)
+    branch is the verdict and rounds hit; on the other prompt the bonus often lies outside S (a miss)."""
+    g = _ssd(model_path, draft_max=2, ssd_fanout=1, **HEADS[head])
+    try:
+        hits = 0
+        for prompt, want in ((PROMPT, ar), (COPY_PROMPT, ar_copy), (COPY_PROMPT, ar_copy)):
+            r = g.generate(prompt, max_tokens=N, temperature=0)
+            s = r.stats
+            assert r.tokens == want, prompt
+            assert s["n_rounds"] - 2 <= s["ssd_hits"] + s["ssd_misses"] <= s["n_rounds"] - 1
+            _check_vocab_size(s, HEADS[head])
+            hits += s["ssd_hits"]
+        if head == "nanospec":
+            assert hits > 0  # the hit path ran (timing: the hit branch starts before the verdict)
+    finally:
+        g.close()
+
+
+@pytest.mark.parametrize("backup", ["neural", "fast"])
+@pytest.mark.parametrize("verify", ["token", "block"])
+@pytest.mark.parametrize("head", ["nanospec", "frspec"])
+def test_nanospec_greedy_identity_forced_misses(model_path, ar, backup, verify, head):
+    g = _ssd(model_path, self_layers=6, draft_max=3, ssd_budget=0, ssd_backup=backup, verify=verify, **HEADS[head])
+    try:
+        r = g.generate(PROMPT, max_tokens=N, temperature=0)
+        s = r.stats
+        assert r.tokens == ar
+        assert s["ssd_hits"] == 0 and s["ssd_branches"] == 0
+        assert s["n_rounds"] - 2 <= s["ssd_misses"] <= s["n_rounds"] - 1
+        _check_vocab_size(s, HEADS[head])
+        if backup == "neural":
+            assert 0 < s["draft_head_seconds"] <= s["draft_seconds"]
+    finally:
+        g.close()
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+@pytest.mark.parametrize("layers", [6, 0])
+def test_nanospec_misses_draft_as_sequential(model_path, head, layers):
+    """Every round a miss with the neural backup: each round's draft is the sequential drafter's (same
+    model, same S), so rounds, drafted and accepted counts and |S| agree with sequential NanoSpec."""
+    out = []
+    for kw in (dict(ssd=True, ssd_budget=0, n_threads_draft=1), dict()):
+        g = specgen.Generator(model_path, n_ctx=256, n_threads=1, draft="self", self_layers=layers, draft_max=3,
+                              draft_adaptive=False, **HEADS[head], **kw)
+        try:
+            r = g.generate(PROMPT, max_tokens=N, temperature=0)
+            out.append((r.tokens, [r.stats[k] for k in ("n_rounds", "n_drafted", "n_accepted", "vocab_set_size")]))
+        finally:
+            g.close()
+    assert out[0] == out[1]
+
+
+def test_nanospec_prefill_vocab_size(model_path):
+    """S is seeded at prefill as in sequential NanoSpec: a request that generates nothing reports |S|."""
+    sizes = []
+    for kw in (dict(ssd=True, n_threads_draft=1), dict()):
+        g = specgen.Generator(model_path, n_ctx=256, n_threads=1, draft="self", nanospec=True, **kw)
+        try:
+            sizes.append(g.generate(PROMPT, max_tokens=0).stats["vocab_set_size"])
+            sizes.append(g.generate("Hi", max_tokens=0).stats["vocab_set_size"])  # reset per request
+        finally:
+            g.close()
+    assert sizes[:2] == sizes[2:] and sizes[0] > sizes[1] > 0
+
+
+def test_nanospec_sampling_matches_target_distribution(model_path, gen):
+    prompt = "My favourite colour is"
+    g = _ssd(model_path, self_layers=6, draft_max=2, ssd_fanout=2, saguaro_c=0.5, verify="token", nanospec=True)
+    try:
+        p_first, _, _ = first_tokens_fit(g, gen, prompt, 300, top_k=40, top_p=1.0)
+    finally:
+        g.close()
+    assert p_first > 1e-3

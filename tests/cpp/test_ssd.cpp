@@ -1,7 +1,10 @@
 // SSD / Saguaro under a thread sanitizer (tools/tsan_ssd.sh): short generations with the drafter
 // thread running concurrently with verification, for cache hits, forced misses (ssd_budget 0), both
-// backups, sampling, and cancellation mid-request. Greedy runs must equal plain decoding.
+// backups, sampling, and cancellation mid-request, with the full draft head and with NanoSpec's
+// (S grown between the worker's jobs, spec/ssd.h) and FR-Spec's. Greedy runs must equal plain decoding.
 // Model: argv[1] or $SPECGEN_TEST_MODEL (a Gemma 3 270M GGUF); without one the test is skipped.
+// FR-Spec table: $SPECGEN_FRSPEC_TABLE (python/specgen/data/frspec_gemma3_top32768.bin); without it
+// the FR-Spec configuration is skipped.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -58,13 +61,30 @@ int main(int argc, char** argv) {
         const char* name;
         int self_layers, draft_max, budget;
         ssd_backup_mode backup;
+        int nanospec_capacity;  // 0: off
+        int frspec;             // 0: off
     };
-    const cfg cfgs[] = {{"hits", 0, 2, -1, ssd_backup_mode::neural},
-                        {"misses-neural", 6, 2, 0, ssd_backup_mode::neural},
-                        {"misses-fast", 6, 2, 0, ssd_backup_mode::fast},
-                        {"partial", 9, 2, -1, ssd_backup_mode::fast}};
+    const cfg cfgs[] = {{"hits", 0, 2, -1, ssd_backup_mode::neural, 0, 0},
+                        {"misses-neural", 6, 2, 0, ssd_backup_mode::neural, 0, 0},
+                        {"misses-fast", 6, 2, 0, ssd_backup_mode::fast, 0, 0},
+                        {"partial", 9, 2, -1, ssd_backup_mode::fast, 0, 0},
+                        {"ns-hits", 0, 2, -1, ssd_backup_mode::neural, 3072, 0},
+                        {"ns-misses", 6, 2, 0, ssd_backup_mode::neural, 3072, 0},
+                        {"ns-partial", 9, 2, -1, ssd_backup_mode::neural, 3072, 0},
+                        {"ns-partial-fast", 9, 2, -1, ssd_backup_mode::fast, 3072, 0},
+                        {"ns-full-set", 6, 2, -1, ssd_backup_mode::neural, 16, 0},
+                        {"frspec", 9, 2, -1, ssd_backup_mode::neural, 0, 32768}};
+    const char* frspec_table = std::getenv("SPECGEN_FRSPEC_TABLE");
     for (const cfg& c : cfgs) {
+        if (c.frspec > 0 && !(frspec_table && *frspec_table)) {
+            std::printf("test_ssd %-15s skipped (no SPECGEN_FRSPEC_TABLE)\n", c.name);
+            continue;
+        }
         generator_params p = base;
+        p.nanospec = c.nanospec_capacity > 0;
+        if (p.nanospec) p.nanospec_capacity = c.nanospec_capacity;
+        p.frspec = c.frspec;
+        if (c.frspec > 0) p.frspec_path = frspec_table;
         p.draft = "self";
         p.ssd = true;
         p.n_threads_draft = 1;
@@ -77,8 +97,9 @@ int main(int argc, char** argv) {
         generator g(p);
         generation_stats s;
         for (int rep = 0; rep < 3; ++rep) check(run(g, prompt, n, 0.0f, 1, &s) == want, std::string(c.name) + ": greedy differs");
-        std::printf("test_ssd %-14s hits %lld misses %lld branches %lld\n", c.name, (long long)s.ssd_hits,
-                    (long long)s.ssd_misses, (long long)s.ssd_branches);
+        check((c.nanospec_capacity > 0 || c.frspec > 0) == (s.vocab_set_size > 0), std::string(c.name) + ": |S|");
+        std::printf("test_ssd %-15s hits %lld misses %lld branches %lld |S| %lld\n", c.name, (long long)s.ssd_hits,
+                    (long long)s.ssd_misses, (long long)s.ssd_branches, (long long)s.vocab_set_size);
         run(g, prompt, 4, 1.0f, 7);  // sampling path
         {  // cancelled mid-request: the drafter thread is joined
             generate_params gp;

@@ -115,7 +115,7 @@ typedef struct specgen_generator_params {
     int32_t nanospec_capacity;     /* NanoSpec vocabulary capacity, [16, 1048576]; default 3072 */
     int32_t frspec;                /* FR-Spec baseline: draft head over the N most frequent tokens; 0 off */
     const char * frspec_path;      /* the FR-Spec frequency table (required when frspec > 0); copied */
-    bool ssd;                      /* Saguaro: draft concurrently with verification (needs SELF or MODEL) */
+    bool ssd;                      /* Saguaro: draft concurrently with verification (needs SELF or MODEL; nanospec/frspec apply) */
     int32_t ssd_fanout;            /* SSD: bonus candidates per outcome (F, or F_0 when geometric), [1, 64]; default 4 */
     specgen_ssd_schedule ssd_fanout_schedule; /* default SPECGEN_SSD_SCHEDULE_UNIFORM */
     specgen_ssd_backup ssd_backup; /* on a cache miss; default SPECGEN_SSD_BACKUP_NEURAL */

@@ -119,7 +119,8 @@ void generation::prefill() {
     const int n = int(history_.size()) - 1;  // the last prompt token is forwarded by the first step
     const int n_layer = gen_->target().hp().n_layer;
     nanospec_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
-    const bool seed = vocab && vocab->grows();
+    // NanoSpec's set is the sequential drafter's, or the SSD speculator's (spec/ssd.h).
+    const bool seed = (vocab && vocab->grows()) || (gen_->ssd_ && gen_->ssd_->vocab_grows());
     if (seed) top3_.resize(size_t(n) * 3);
     for (int i = 0; i < n; i += kPrefillChunk) {
         const int m = std::min(kPrefillChunk, n - i);
@@ -138,8 +139,11 @@ void generation::prefill() {
     }
     n_past_ = n;
     if (gen_->drafter_) gen_->drafter_->begin(history_);
-    if (gen_->ssd_) gen_->ssd_->begin(history_, params_.sampling, params_.seed, method());
-    if (seed) vocab->seed(history_.data(), int64_t(history_.size()), top3_.data(), n);
+    if (gen_->ssd_) {
+        gen_->ssd_->begin(history_, params_.sampling, params_.seed, method(), seed ? top3_.data() : nullptr, seed ? n : 0);
+        stats_.vocab_set_size = gen_->ssd_->vocab_size();
+    }
+    if (seed && vocab) vocab->seed(history_.data(), int64_t(history_.size()), top3_.data(), n);
     if (vocab) stats_.vocab_set_size = vocab->size();
     stats_.prefill_seconds = seconds_since(t0);
     if (params_.max_tokens == 0) finish(finish_reason::length);
@@ -295,8 +299,9 @@ void generation::target_logits(int gamma) {
 
 void generation::grow_vocab(int gamma, const verify_result& vr) {
     nanospec_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
-    if (!vocab) return;
-    if (vocab->grows()) {
+    ssd_speculator* ssd = gen_->ssd_.get();  // owns its own set; grows it between its drafts (spec/ssd.h)
+    if (!vocab && !ssd) return;
+    if (vocab ? vocab->grows() : ssd->vocab_grows()) {
         // The target rows on the emitted path (1..k+1: the ones whose context was kept) and the
         // emitted tokens x_1..x_k, y.
         const int n_rows = vr.n_accepted + 1, n_vocab = gen_->n_vocab();
@@ -304,9 +309,12 @@ void generation::grow_vocab(int gamma, const verify_result& vr) {
         for (int r = 0; r < n_rows; ++r) top3_ids(logits_.data() + size_t(r) * n_vocab, n_vocab, &top3_[size_t(r) * 3]);
         emitted_.assign(proposal_.tokens.begin(), proposal_.tokens.begin() + vr.n_accepted);
         emitted_.push_back(vr.next_token);
-        vocab->grow(top3_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
+        if (vocab)
+            vocab->grow(top3_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
+        else
+            ssd->grow_vocab(top3_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
     }
-    stats_.vocab_set_size = vocab->size();
+    stats_.vocab_set_size = vocab ? vocab->size() : ssd->vocab_size();
 }
 
 }  // namespace specgen

@@ -97,7 +97,8 @@ private:
     // or, when the drafter's hidden states are the target's own, only the head over them.
     void target_logits(int gamma);
     // After verification: NanoSpec's set grows by the target's top-3 on the emitted path, the emitted
-    // and the drafted tokens; stats_.vocab_set_size follows it.
+    // and the drafted tokens (the drafter's set, or the SSD speculator's: queued there, spec/ssd.h);
+    // stats_.vocab_set_size follows it.
     void grow_vocab(int gamma, const verify_result& vr);
     int emit(int32_t token);  // returns 1 if generation continues
     verify_method method() const;

@@ -30,21 +30,6 @@ float top_probability(const float* logits, int n) {
     return float(1.0 / sum);
 }
 
-// The draft head's token set for m's LM head: NanoSpec's in-context set, FR-Spec's static one, or
-// null (full head).
-std::unique_ptr<nanospec_vocab> make_draft_vocab(const generator_params& params, const model& m) {
-    const float softcap = m.hp().final_softcap;
-    if (params.nanospec)
-        return std::make_unique<nanospec_vocab>(nanospec_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap);
-    if (params.frspec > 0) {
-        const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
-        auto v = std::make_unique<nanospec_vocab>(nanospec_vocab::kind::frspec, m.output(), params.frspec, softcap);
-        v->add(ids.data(), int64_t(ids.size()));
-        return v;
-    }
-    return nullptr;
-}
-
 class neural_drafter final : public drafter {
 public:
     // shares_cache: the target's cache holds history[0 .. n-2] for our layers at every propose() call.
@@ -172,6 +157,19 @@ private:
 };
 
 }  // namespace
+
+std::unique_ptr<nanospec_vocab> make_draft_vocab(const generator_params& params, const model& m) {
+    const float softcap = m.hp().final_softcap;
+    if (params.nanospec)
+        return std::make_unique<nanospec_vocab>(nanospec_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap);
+    if (params.frspec > 0) {
+        const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
+        auto v = std::make_unique<nanospec_vocab>(nanospec_vocab::kind::frspec, m.output(), params.frspec, softcap);
+        v->add(ids.data(), int64_t(ids.size()));
+        return v;
+    }
+    return nullptr;
+}
 
 std::unique_ptr<drafter> make_drafter(const generator_params& params, const model& target, const tokenizer& tok,
                                       kv_cache& target_cache, backend& be) {

@@ -9,6 +9,7 @@
 namespace specgen {
 
 class model;
+class nanospec_vocab;
 class tokenizer;
 class kv_cache;
 struct backend;
@@ -21,5 +22,10 @@ std::unique_ptr<drafter> make_drafter(const generator_params& params, const mode
                                       kv_cache& target_cache, backend& be);
 
 std::unique_ptr<drafter> make_ngram_drafter(int n_max, int n_min);
+
+// The draft head's token set over m's LM head (ALGORITHMS.md section 3): NanoSpec's in-context set
+// (params.nanospec, empty until seeded), FR-Spec's static one (params.frspec > 0, filled from
+// params.frspec_path), or null (full head). Used by the neural drafters and the SSD speculator.
+std::unique_ptr<nanospec_vocab> make_draft_vocab(const generator_params& params, const model& m);
 
 }  // namespace specgen

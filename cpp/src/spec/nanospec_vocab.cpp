@@ -46,13 +46,20 @@ void nanospec_vocab::seed(const int32_t* prompt, int64_t n_prompt, const int32_t
         for (int64_t r = 0; r < n_rows; ++r) add(top3[r * 3 + rank]);
 }
 
+void nanospec_vocab::growth_order(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+                                  const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& out) {
+    for (int64_t r = 0; r < n_rows; ++r) out.push_back(top3[r * 3]);  // the target argmax
+    out.insert(out.end(), emitted, emitted + n_emitted);
+    out.insert(out.end(), drafted, drafted + n_drafted);
+    for (int rank = 1; rank < 3; ++rank)
+        for (int64_t r = 0; r < n_rows; ++r) out.push_back(top3[r * 3 + rank]);
+}
+
 void nanospec_vocab::grow(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                           const int32_t* drafted, int64_t n_drafted) {
-    for (int64_t r = 0; r < n_rows; ++r) add(top3[r * 3]);  // the target argmax
-    add(emitted, n_emitted);
-    add(drafted, n_drafted);
-    for (int rank = 1; rank < 3; ++rank)
-        for (int64_t r = 0; r < n_rows; ++r) add(top3[r * 3 + rank]);
+    order_.clear();
+    growth_order(top3, n_rows, emitted, n_emitted, drafted, n_drafted, order_);
+    add(order_.data(), int64_t(order_.size()));
 }
 
 weight_view nanospec_vocab::head() const {

@@ -60,6 +60,11 @@ public:
     // ([n_drafted]: x_1..x_g); top3: [n_rows, 3] ids of the target rows on the emitted path.
     void grow(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
               const int32_t* drafted, int64_t n_drafted);
+    // The ids grow() offers to add(), in its order (duplicates included), appended to `out`: the
+    // argmax of each row, the emitted ids, the drafted ids, then ranks 2 and 3 row by row. For a
+    // caller that applies the growth later (the SSD speculator: spec/ssd.h).
+    static void growth_order(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+                             const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& out);
 
     // W_S as a weight matrix [size(), n_embd] in the head's type (valid until the next add()).
     weight_view head() const;
@@ -76,6 +81,7 @@ private:
     std::vector<int32_t> ids_;
     std::vector<uint8_t> member_;  // [n_vocab] 1 when the id is in S
     std::vector<uint8_t> rows_;    // [capacity, row_bytes] gathered head rows, first size() used
+    std::vector<int32_t> order_;   // grow()'s scratch
 };
 
 // The 3 largest logits' ids, best first (ties: lowest id).  logits: [n_vocab], out: [3]

@@ -12,6 +12,7 @@
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
 #include "spec/drafters.h"
+#include "spec/nanospec_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specgen {
@@ -98,6 +99,7 @@ struct ssd_speculator::job {
     std::vector<std::vector<int32_t>> cands;  // [K] known candidates of l_0..l_{K-1} (empty: unknown)
     std::vector<int> fanout;                  // [K+1] F_k for this round's outcomes
     std::vector<int> fanout_next;             // [draft_max+1] F for the branches' own positions
+    std::vector<int32_t> grow;                // NanoSpec: ids to add to S before drafting (ssd.h)
     double a = 0.5;
     uint64_t round = 0;
 };
@@ -137,7 +139,9 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
     int max_entries = (params_.draft_max + 1) * fanout_max_;
     if (params_.ssd_budget >= 0) max_entries = std::min(max_entries, params_.ssd_budget);
     entries_.resize(size_t(max_entries));
-    logits_.resize(size_t(m_->hp().n_vocab));
+    vocab_ = make_draft_vocab(params_, *m_);
+    if (vocab_ && vocab_->grows()) s_member_.assign(size_t(m_->hp().n_vocab), 0);
+    s_size_ = vocab_ ? vocab_->size() : 0;
 }
 
 ssd_speculator::~ssd_speculator() { end(); }
@@ -146,9 +150,20 @@ uint64_t ssd_speculator::stream_seed(uint64_t tag, int k, int32_t bonus) const {
     return mix64(mix64(mix64(seed_ ^ 0x55D5A6A0ull) ^ tag) ^ (uint64_t(uint32_t(k)) << 32 | uint32_t(bonus)));
 }
 
+bool ssd_speculator::vocab_grows() const { return vocab_ && vocab_->grows(); }
+
 void ssd_speculator::begin(const std::vector<int32_t>& prompt, const sampling_params& sp, uint64_t seed,
-                           verify_method method) {
+                           verify_method method, const int32_t* top3, int64_t n_top3_rows) {
     end();
+    // The worker is joined: S is the main thread's until the worker starts below.
+    grow_pending_.clear();
+    if (vocab_grows()) {
+        vocab_->reset();
+        vocab_->seed(prompt.data(), int64_t(prompt.size()), top3, n_top3_rows);
+        std::fill(s_member_.begin(), s_member_.end(), uint8_t(0));
+        for (int32_t i = 0; i < vocab_->size(); ++i) s_member_[size_t(vocab_->ids()[i])] = 1;
+        s_size_ = vocab_->size();
+    }
     sp_ = sp;
     seed_ = seed;
     method_ = method;
@@ -180,7 +195,30 @@ void ssd_speculator::end() {
     cur_k_ = -1;
 }
 
-void ssd_speculator::top_candidates(const float* logits, int n, std::vector<int32_t>& out) const {
+void ssd_speculator::grow_vocab(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+                                const int32_t* drafted, int64_t n_drafted) {
+    if (!vocab_grows()) return;
+    // The main thread's copy of the set rule (nanospec_vocab::add): new ids in grow()'s order until
+    // the capacity. Applying grow_pending_ with add() later gives the same S.
+    grow_order_.clear();
+    nanospec_vocab::growth_order(top3, n_rows, emitted, n_emitted, drafted, n_drafted, grow_order_);
+    const int64_t n_vocab = int64_t(s_member_.size());
+    for (int32_t id : grow_order_) {
+        if (id < 0 || id >= n_vocab)
+            throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range");
+        if (s_member_[size_t(id)] || s_size_ >= vocab_->capacity()) continue;
+        s_member_[size_t(id)] = 1;
+        s_size_ += 1;
+        grow_pending_.push_back(id);
+    }
+}
+
+void ssd_speculator::apply_growth(const std::vector<int32_t>& ids) {
+    if (ids.empty()) return;
+    vocab_->add(ids.data(), int64_t(ids.size()));
+}
+
+void ssd_speculator::top_candidates(const float* logits, int n, const int32_t* ids, std::vector<int32_t>& out) const {
     // The fanout_max + 1 largest logits (one more than any F_k so that excluding x_{k+1} leaves F).
     const size_t want = size_t(fanout_max_) + 1;
     heap_.clear();
@@ -200,7 +238,7 @@ void ssd_speculator::top_candidates(const float* logits, int n, std::vector<int3
     }
     std::sort(heap_.begin(), heap_.end(), worse);
     out.clear();
-    for (const auto& e : heap_) out.push_back(e.second);
+    for (const auto& e : heap_) out.push_back(ids ? ids[e.second] : e.second);
 }
 
 template <class Abort>
@@ -213,7 +251,8 @@ bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std:
     if (!rows.empty()) n_keep = std::min(n_keep, rows.front());
     cached_.resize(size_t(n_keep));
     if (logits_rows_.size() < rows.size()) logits_rows_.resize(rows.size());
-    const int n_vocab = m_->hp().n_vocab, n_embd = m_->hp().n_embd;
+    // The head over S (NanoSpec / FR-Spec) or over the whole vocabulary.
+    const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab, n_embd = m_->hp().n_embd;
     size_t next_row = 0;
     for (int off = n_keep; off < n; off += kChunk) {
         if (should_abort()) return false;
@@ -221,8 +260,12 @@ bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std:
         eval_->forward(*cache_, ctx.data() + off, m, off, n_layers_);
         cached_.insert(cached_.end(), ctx.begin() + off, ctx.begin() + off + m);
         for (; next_row < rows.size() && rows[next_row] < off + m; ++next_row) {
-            logits_rows_[next_row].resize(size_t(n_vocab));
-            eval_->logits(eval_->hidden() + size_t(rows[next_row] - off) * n_embd, 1, logits_rows_[next_row].data());
+            logits_rows_[next_row].resize(size_t(n_logits));
+            const float* h = eval_->hidden() + size_t(rows[next_row] - off) * n_embd;
+            const auto t_head = clock_type::now();
+            if (vocab_) vocab_->logits(*backend_, h, 1, logits_rows_[next_row].data());
+            else eval_->logits(h, 1, logits_rows_[next_row].data());
+            head_seconds_ += seconds_between(t_head, clock_type::now());
         }
     }
     return true;
@@ -238,15 +281,19 @@ bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, float p_min, 
     if (q.size() < size_t(n)) q.resize(size_t(n));
     if (cands.size() < size_t(n)) cands.resize(size_t(n));
     work_.assign(ctx.begin(), ctx.end());
-    const int n_vocab = m_->hp().n_vocab;
+    // Over S (constant during a draft: growth is applied only between drafts, ssd.h) or everything.
+    const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab;
+    const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
     std::vector<int> row(1);
     for (int i = 0; i < n; ++i) {
         row[0] = int(work_.size()) - 1;
         if (!forward_context(work_, row, should_abort)) return false;
         const float* logits = logits_rows_[0].data();
-        if (p_min > 0 && top_probability(logits, n_vocab) < p_min) break;
-        top_candidates(logits, n_vocab, cands[size_t(i)]);
-        processor_.process(logits, nullptr, n_vocab, sp_, work_.data(), work_.size(), q_raw_);
+        // Over S this is the top probability of q_S's softmax, as in drafter_neural.cpp.
+        if (p_min > 0 && top_probability(logits, n_logits) < p_min) break;
+        top_candidates(logits, n_logits, ids, cands[size_t(i)]);
+        // q_S: the processed distribution over S (zero outside it); Saguaro reweights q_S.
+        processor_.process(logits, ids, n_logits, sp_, work_.data(), work_.size(), q_raw_);
         const int f = fanout.empty() ? fanout_max_ : fanout[std::min(size_t(i), fanout.size() - 1)];
         saguaro_reweight(q_raw_, f, params_.saguaro_c, q[size_t(i)]);
         const int32_t x = sample_token(q[size_t(i)], gen);
@@ -293,12 +340,17 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
     }
     const auto t1 = clock_type::now();
     stats.ssd_wait_seconds += seconds_between(t0, t1);
+    // The worker is idle: the drafter (and S) is ours until launch().
+    apply_growth(grow_pending_);
+    grow_pending_.clear();
     rng gen(stream_seed(round_ + 1, -1, -1));
     const std::vector<int> fan = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max,
                                              accept_estimate_, kMissPowerR);
+    head_seconds_ = 0;
     draft(history, max_n, p_min, gen, out.tokens, out.q, cur_cands_, fan, [] { return false; });
     cur_cands_.resize(out.tokens.size());
     stats.draft_seconds += seconds_between(t1, clock_type::now());
+    stats.draft_head_seconds += head_seconds_;
 }
 
 void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_proposal& prop, int gamma) {
@@ -313,10 +365,15 @@ void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_pro
     j->fanout = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, gamma, j->a, kMissPowerR);
     j->fanout_next = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max, j->a, kMissPowerR);
     j->round = ++round_;
+    j->grow.swap(grow_pending_);
+    grow_pending_.clear();
     last_gamma_ = gamma;
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (error_) std::rethrow_exception(error_);
+        // A job the worker never picked up (it was still finishing an older one) is replaced; its
+        // growth of S must not be lost: it goes first.
+        if (next_job_ && !next_job_->grow.empty()) j->grow.insert(j->grow.begin(), next_job_->grow.begin(), next_job_->grow.end());
         next_job_ = std::move(j);
         n_entries_ = 0;
         busy_ = true;
@@ -386,6 +443,7 @@ void ssd_speculator::worker_loop() {
 }
 
 void ssd_speculator::run_job(const job& j) {
+    apply_growth(j.grow);  // first, whatever happens next: S is fixed for the rest of the job
     const int K = j.K;
     // A. l_0..l_K: head rows only where the candidates are not known yet.
     std::vector<int> rows;
@@ -396,7 +454,8 @@ void ssd_speculator::run_job(const job& j) {
             rows.push_back(j.n_hist - 1 + k);
         }
     if (!forward_context(j.ctx, rows, [&] { return interrupt_.load(std::memory_order_relaxed); })) return;
-    const int n_vocab = m_->hp().n_vocab;
+    const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab;
+    const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
     struct branch {
         double score;
         int k;
@@ -408,7 +467,7 @@ void ssd_speculator::run_job(const job& j) {
     for (int k = 0; k <= K; ++k) {
         const std::vector<int32_t>* src = &computed;
         if (row_of[size_t(k)] >= 0)
-            top_candidates(logits_rows_[size_t(row_of[size_t(k)])].data(), n_vocab, computed);
+            top_candidates(logits_rows_[size_t(row_of[size_t(k)])].data(), n_logits, ids, computed);
         else
             src = &j.cands[size_t(k)];  // k < K: recorded when x_{k+1} was drafted
         const double p_k = k < K ? std::pow(a, k) * (1 - a) : std::pow(a, K);

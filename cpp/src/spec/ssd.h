@@ -17,7 +17,8 @@
 //      KV cache lacks), giving l_0..l_K. l_k for k < K is the drafter's distribution at x_{k+1}: when
 //      the proposal came from this drafter its candidates were recorded while drafting, so only l_K's
 //      head row is computed; after an n-gram proposal all K+1 head rows are.
-//   B. for each outcome k the bonus candidates are the top-F_k tokens of l_k (raw logit order),
+//   B. for each outcome k the bonus candidates are the top-F_k tokens of l_k (raw logit order; over
+//      S with NanoSpec / FR-Spec),
 //      excluding x_{k+1} when k < K under token-wise verification (its residual is zero there). Under
 //      block verification the next token CAN equal x_{k+1} (verify.h), so it is not excluded.
 //      Branches (k, bonus) are drafted one after another, most likely first (score P(k) / rank^2 with
@@ -35,16 +36,38 @@
 // drafter_neural.cpp), so a branch that overwrote rows of the main line is simply recomputed next
 // time (a few rows, batched). Nothing is copied, and a hit costs no KV work beyond those rows.
 //
+// NanoSpec / FR-Spec (params.nanospec, params.frspec; ALGORITHMS.md section 3, spec/nanospec_vocab.h):
+// the speculator owns the draft head's token set S over its drafter's head, and every draft row it
+// computes (the l_k of step A, each drafted position of a branch or of the neural backup) is the head
+// over S only, exactly as drafter_neural.cpp: the proposal q_S is the processed softmax over S (zero
+// outside it), Saguaro's reweighting applies to q_S, and the bonus candidates of outcome k are the
+// top-F_k of l_k over S. S follows the sequential rule: seeded by begin() from the prompt and the
+// target's top-3 at the forwarded prompt rows; after each verification the generator hands
+// grow_vocab() the target's top-3 on the emitted path, the emitted and the drafted ids. S is
+// drafter state, so the main thread does not add to it while the worker runs: grow_vocab() only
+// queues the ids (those new to S, in grow()'s order, up to the capacity: the main thread keeps
+// S's membership as it will be once the queue is applied, which is also what vocab_size() and the
+// stats report), and the queue is applied by whoever owns the drafter next: the worker at the start
+// of the next job (launch() hands it over with the job), or acquire() before a neural backup (the
+// worker is idle there). So S is constant during a job and during a backup draft, and the drafts
+// of round t+1 (backup or job) see S grown by every verdict up to round t, as in sequential decoding;
+// only the branches drafted during round t's verification lack round t's growth (they were drafted
+// before it was known).
+//
 // Losslessness: each branch is sampled with its own rng stream (seeded by request seed, round, k,
 // bonus), independent of the verifier's coins, and whether a branch is used depends only on the
 // verdict and on which branches STARTED before it (never on the branch's own tokens: a started hit
 // is always finished). So a hit's x'_i ~ q'_i exactly, and the verifier gets that q'_i (Saguaro:
-// q' is the reweighted distribution actually sampled from). Greedy output equals AR token for token.
+// q' is the reweighted distribution actually sampled from). With NanoSpec, each q'_i is over the S
+// of the draft that sampled it and is stored with the entry; S growing later (never shrinking, never
+// during a draft) does not change a stored q'_i, and q'_i = 0 outside that S is covered by the
+// verifier's residual. S depends only on verdicts and proposals already verified, never on a
+// branch's own tokens. Greedy output equals AR token for token.
 // Sampled output follows the AR distribution exactly but, unlike sequential SD, is not reproducible
 // from the seed alone: which rounds hit depends on timing.
 //
 // Threads: one worker std::thread per request, started by begin() and joined by end() / the
-// destructor. The main thread touches the drafter's evaluator, cache and entries only while the
+// destructor. The main thread touches the drafter's evaluator, cache, S and entries only while the
 // worker is idle; the hand-off is one mutex + condition variable.
 #pragma once
 #include <atomic>
@@ -71,6 +94,7 @@ class tokenizer;
 class kv_cache;
 class evaluator;
 class gguf_file;
+class nanospec_vocab;
 struct backend;
 
 // Saguaro sampling (section 4.5): out(t) proportional to c * q(t) for the f most probable tokens of q
@@ -92,9 +116,11 @@ public:
     ssd_speculator(const ssd_speculator&) = delete;
     ssd_speculator& operator=(const ssd_speculator&) = delete;
 
-    // A request starts (prompt = its history, the last token pending): resets the cache and starts
-    // the worker thread.
-    void begin(const std::vector<int32_t>& prompt, const sampling_params& sp, uint64_t seed, verify_method method);
+    // A request starts (prompt = its history, the last token pending): resets the cache and S,
+    // seeds NanoSpec's S from the prompt and top3 ([n_top3_rows, 3]: the target's top-3 ids at the
+    // forwarded prompt rows, see vocab_grows()) and starts the worker thread.
+    void begin(const std::vector<int32_t>& prompt, const sampling_params& sp, uint64_t seed, verify_method method,
+               const int32_t* top3 = nullptr, int64_t n_top3_rows = 0);
     // Stops and joins the worker (idempotent). Called when a request finishes or is cancelled.
     void end();
 
@@ -105,6 +131,16 @@ public:
     void launch(const std::vector<int32_t>& history, const draft_proposal& prop, int gamma);
     // Posts the verdict of the launched round and waits until the worker is not drafting its branch.
     void resolve(int n_accepted, int32_t next_token, generation_stats& stats);
+
+    // NanoSpec / FR-Spec (main thread). vocab_grows(): S is NanoSpec's in-context set, so begin() and
+    // grow_vocab() want the target's top-3 rows. vocab_size(): |S| including the queued growth (0 with
+    // the full head). grow_vocab(): after verifying round t (before resolve), the growth of
+    // nanospec_vocab::grow() (top3: [n_rows, 3] target rows on the emitted path; emitted x_1..x_k, y;
+    // drafted x_1..x_g), queued for the drafter (see the comment at the top).
+    bool vocab_grows() const;
+    int64_t vocab_size() const { return s_size_; }
+    void grow_vocab(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+                    const int32_t* drafted, int64_t n_drafted);
 
 private:
     struct entry;
@@ -122,7 +158,10 @@ private:
     // `rows` (ascending) writes raw logits to logits_rows_[i].
     template <class Abort>
     bool forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort);
-    void top_candidates(const float* logits, int n, std::vector<int32_t>& out) const;
+    // The fanout_max + 1 largest of logits[0, n) as token ids (ids[i], or i when ids is null).
+    void top_candidates(const float* logits, int n, const int32_t* ids, std::vector<int32_t>& out) const;
+    // Adds queued growth to S (the drafter's owner only: the worker in a job, main while idle).
+    void apply_growth(const std::vector<int32_t>& ids);
     uint64_t stream_seed(uint64_t tag, int k, int32_t bonus) const;
 
     generator_params params_;
@@ -134,6 +173,7 @@ private:
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<drafter> ngram_;  // fast backup
+    std::unique_ptr<nanospec_vocab> vocab_;  // S over m_'s head (null: full head); drafter state
     int fanout_max_;
 
     // Request state (main thread between launches; worker reads copies through `job`).
@@ -146,13 +186,17 @@ private:
     std::vector<std::vector<int32_t>> cur_cands_;  // candidates of the proposal being verified
     int hit_ = -1;                  // entry index of the last verdict's hit, -1 miss
     bool have_verdict_ = false;
+    std::vector<uint8_t> s_member_;       // [n_vocab] NanoSpec: S's membership once grow_pending_ is applied
+    int64_t s_size_ = 0;                  // |S| once grow_pending_ is applied
+    std::vector<int32_t> grow_pending_;   // ids to add to S, in order, not yet handed to a job
+    std::vector<int32_t> grow_order_;     // grow_vocab()'s scratch
 
     // Drafter scratch (worker while busy, main while idle).
     std::vector<int32_t> cached_;   // tokens whose KV rows the drafter's cache holds (a prefix)
     std::vector<int32_t> work_;
     std::vector<std::vector<float>> logits_rows_;
-    std::vector<float> logits_;
     logits_processor processor_;
+    double head_seconds_ = 0;       // time in the draft head (the backup's: draft_head_seconds)
     token_dist q_raw_;
     mutable std::vector<std::pair<float, int32_t>> heap_;
 
