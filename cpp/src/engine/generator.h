@@ -90,8 +90,6 @@ public:
 private:
     friend class generator;
     void prefill();
-    // NanoSpec's prefill: the full head over the forwarded prompt rows, S seeded with the prompt ids
-    // and each row's top-3 (ALGORITHMS.md section 3). Only when the drafter's set grows.
     // The target's logits at [pending, x_1..x_g] into logits_ ([g+1, n_vocab]): one batched forward,
     // or, when the drafter's hidden states are the target's own, only the head over them.
     void target_logits(int gamma);
