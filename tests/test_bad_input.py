@@ -167,7 +167,7 @@ BAD_GENERATOR = [
     ("draft_min", -1), ("draft_min", 9), ("draft_p_min", math.nan), ("draft_p_min", 1.5), ("draft_p_min", -0.1),
     ("ngram_min", 0), ("ngram_max", 65), ("self_layers", -1), ("self_layers", 2**40), ("frspec", 2**40), ("n_ctx", 0), ("n_ctx", -5), ("n_ctx", 2**21),
     ("n_ctx", "64"), ("n_threads", 0), ("n_threads", -1), ("n_threads", 10**6), ("seed", -3), ("nanospec", 1),
-    ("ssd", "yes"), ("nanospec_capacity", 1), ("frspec", -1), ("draft", 5),
+    ("ssd", "yes"), ("nanospec_capacity", 1), ("nanospec_topk", 0), ("nanospec_topk", 65), ("frspec", -1), ("draft", 5),
 ]
 
 

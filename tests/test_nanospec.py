@@ -27,41 +27,48 @@ def vocab(gen):
     return _core.NanoSpecVocab(gen._core, 3072)
 
 
-def _top3_rows(gen, ids):
+def _topk_rows(gen, ids, k=3):
     lg = gen.logits(ids)
-    return lg, np.array([_core.top3_ids(np.ascontiguousarray(r)) for r in lg], np.int32)
+    return lg, np.array([_core.top_ids(np.ascontiguousarray(r), k) for r in lg], np.int32)
 
 
 # ---------------------------------------------------------------------------------------------------
 # 1. the set
-def test_top3_ids_matches_numpy():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(1000).astype(np.float32)
+@pytest.mark.parametrize("k", [1, 3, 16, 64, 100])
+def test_top_ids_matches_numpy(k):
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal(5000).astype(np.float32)
     x[[5, 17]] = 9.0  # a tie: the lower id ranks first
-    assert _core.top3_ids(x) == [5, 17, int(np.argsort(-x, kind="stable")[2])]
+    x[rng.integers(0, 5000, 50)] = 0.5  # more ties inside the top k
+    assert _core.top_ids(x, k) == [int(i) for i in np.argsort(-x, kind="stable")[:k]]
+    with pytest.raises(specgen.InvalidParameterError):
+        _core.top_ids(x[:4], 5)
 
 
-def test_prefill_content_and_order(gen, vocab):
+@pytest.mark.parametrize("k", [3, 16])
+def test_prefill_content_and_order(gen, k):
+    vocab = _core.NanoSpecVocab(gen._core, 3072, top_k=k)
     ids = gen.tokenize(PROMPT)
-    lg, top3 = _top3_rows(gen, ids)
-    vocab.reset()
-    vocab.seed(np.array(ids, np.int32), top3[:-1])  # the engine's prefill computes all rows but the last
+    lg, topk = _topk_rows(gen, ids, k)
+    vocab.seed(np.array(ids, np.int32), topk[:-1])  # the engine's prefill computes all rows but the last
     got = vocab.ids
-    expected = list(dict.fromkeys(ids + [int(t) for rank in range(3) for t in top3[:-1, rank]]))
+    expected = list(dict.fromkeys(ids + [int(t) for rank in range(k) for t in topk[:-1, rank]]))
     assert got == expected
     # the engine seeds the same set: a request that generates nothing reports |S|
-    g = specgen.Generator(gen.model_path, n_threads=1, n_ctx=256, draft="self", nanospec=True)
+    g = specgen.Generator(gen.model_path, n_threads=1, n_ctx=256, draft="self", nanospec=True, nanospec_topk=k)
     try:
         assert g.generate(PROMPT, max_tokens=0).stats["vocab_set_size"] == len(expected)
     finally:
         g.close()
+    with pytest.raises(specgen.InvalidParameterError):
+        vocab.seed(np.array(ids, np.int32), topk[:-1, :2].copy())  # rows of the wrong width
 
 
 def test_growth_order_and_no_duplicates(vocab):
     vocab.reset()
     vocab.add_many(np.array([1, 2, 3], np.int32))
     top3 = np.array([[10, 11, 12], [20, 2, 21]], np.int32)
-    vocab.grow(top3, emitted=np.array([30, 31], np.int32), drafted=np.array([30, 40, 3], np.int32))
+    vocab.grow(top3.ravel(), emitted=np.array([30, 31], np.int32), drafted=np.array([30, 40, 3], np.int32))
     # argmax of each row, emitted, drafted, then ranks 2-3 row by row
     assert vocab.ids == [1, 2, 3, 10, 20, 30, 31, 40, 11, 12, 21]
     assert 40 in vocab and 99 not in vocab
@@ -134,6 +141,9 @@ def test_option_errors(model_path):
         specgen.Generator(model_path, n_ctx=64, draft="ngram", nanospec=True)
     with pytest.raises(specgen.InvalidParameterError):
         specgen.Generator(model_path, n_ctx=64, draft="self", nanospec=True, frspec=100)
+    for bad in (0, 65):
+        with pytest.raises(specgen.InvalidParameterError, match="nanospec_topk"):
+            specgen.Generator(model_path, n_ctx=64, draft="self", nanospec=True, nanospec_topk=bad)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -167,11 +177,13 @@ def ar_tokens(gen):
     return gen.generate(PROMPT, max_tokens=N_TOKENS, temperature=0).tokens
 
 
-@pytest.mark.parametrize("case", ["self_all", "self_all_no_reuse", "self6", "model", "frspec_self", "frspec_model"])
+@pytest.mark.parametrize("case", ["self_all", "self_all_no_reuse", "self_all_top16", "self6", "model", "frspec_self",
+                                  "frspec_model"])
 def test_greedy_identity(model_path, ar_tokens, case):
     kw = {
         "self_all": dict(draft="self", nanospec=True),
         "self_all_no_reuse": dict(draft="self", nanospec=True, reuse_draft_hidden=False),
+        "self_all_top16": dict(draft="self", nanospec=True, nanospec_topk=16),
         "self6": dict(draft="self", self_layers=6, nanospec=True),
         "model": dict(draft=model_path, nanospec=True, nanospec_capacity=16),
         "frspec_self": dict(draft="self", frspec=32768),

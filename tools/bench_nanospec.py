@@ -5,7 +5,7 @@ static top-N head and NanoSpec's in-context head, against plain greedy decoding,
 One process, configurations interleaved prompt by prompt (the machine is shared and noisy: compare the
 ratios of one run, not absolute times across runs). Per configuration: draft time and draft-head time
 per drafted token, decode tokens/s, acceptance rate, mean accepted length, |S| at the end, and the
-prefill cost of NanoSpec's top-3 pass.
+prefill cost of NanoSpec's top-k pass.
 
     PYTHONPATH=python python tools/bench_nanospec.py --threads 2 --tokens 128 --gamma 4
 """
@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--prompts", default="text", help="prompt set under python/specgen/prompts")
     ap.add_argument("--frspec", type=int, default=32768)
+    ap.add_argument("--topk", type=lambda v: [int(x) for x in v.split(",") if x], default=[8, 16],
+                    help="extra NanoSpec configurations with these nanospec_topk values (comma-separated)")
     a = ap.parse_args(argv)
     model = a.model
     if model is None:
@@ -53,6 +55,8 @@ def main(argv=None) -> int:
         "nanospec": dict(spec, nanospec=True),
         "nanospec_noreuse": dict(spec, nanospec=True, reuse_draft_hidden=False),
     }
+    for k in a.topk:  # larger top-k sets (the paper's is 3)
+        configs[f"nanospec_top{k}"] = dict(spec, nanospec=True, nanospec_topk=k)
     gens = {name: specgen.Generator(model, **common, **kw) for name, kw in configs.items()}
     acc = defaultdict(lambda: defaultdict(float))
     ref = {}

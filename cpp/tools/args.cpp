@@ -90,6 +90,8 @@ speculative decoding (lossless: greedy output is identical to plain decoding):
        --ngram-min N          --draft ngram: shortest suffix matched (default: 1)
        --verify token|block   verification: token-wise or block/HSD (default: block)
        --nanospec             draft head over the in-context vocabulary (NanoSpec)
+       --nanospec-capacity N  most ids in that vocabulary (default: 3072)
+       --nanospec-topk K      target top-K ids added to it per prompt/verified row (default: 3)
        --frspec N             FR-Spec baseline: draft head over the N most frequent tokens
        --frspec-path FILE     FR-Spec frequency table (default: the one shipped for Gemma 3)
        --ssd                  draft concurrently with verification (Saguaro; needs --draft self or -md)
@@ -196,6 +198,8 @@ options parse_args(int argc, char** argv) {
         else if (v == "fast") g.ssd_backup = ssd_backup_mode::fast;
         else throw usage_error(f + " must be 'neural' or 'fast', got " + quoted(v));
     });
+    add({"--nanospec-capacity"}, [&](const std::string& f, const std::string& v) { g.nanospec_capacity = int32_t(parse_int(f, v, 16, 1 << 20)); });
+    add({"--nanospec-topk"}, [&](const std::string& f, const std::string& v) { g.nanospec_topk = int32_t(parse_int(f, v, 1, 64)); });
     add({"--frspec"}, [&](const std::string& f, const std::string& v) { g.frspec = int32_t(parse_int(f, v, 0, 1 << 24)); });
     add({"--frspec-path"}, [&](const std::string&, const std::string& v) { g.frspec_path = v; });
 

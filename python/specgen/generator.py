@@ -75,7 +75,9 @@ class Generator:
     drafter as to a sequential one (draft logits over S only). Output stays lossless.
 
     Draft head (self or model drafters, ALGORITHMS.md section 3): ``nanospec=True`` computes draft
-    logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids);
+    logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids: the
+    prompt, the target's top ``nanospec_topk`` ids at every prompt and verified position, and the
+    drafted and emitted tokens);
     ``frspec=N`` over the N most frequent ids of ``frspec_path`` (default: the table shipped for
     Gemma 3's tokenizer, specgen/data). Both stay lossless. With ``draft="self"`` and all layers,
     verification reuses the drafter's hidden states (``reuse_draft_hidden``) and runs only the head.
@@ -104,6 +106,7 @@ class Generator:
         ngram_min: int = 1,
         nanospec: bool = False,
         nanospec_capacity: int = 3072,
+        nanospec_topk: int = 3,
         frspec: int = 0,
         frspec_path: Optional[Union[str, os.PathLike]] = None,
         reuse_draft_hidden: bool = True,
@@ -152,6 +155,7 @@ class Generator:
         p.ngram_min = _check_int("ngram_min", ngram_min, 1, p.ngram_max)
         p.nanospec = nanospec
         p.nanospec_capacity = _check_int("nanospec_capacity", nanospec_capacity, 16, 1 << 20)
+        p.nanospec_topk = _check_int("nanospec_topk", nanospec_topk, 1, 64)
         p.frspec = _check_int("frspec", frspec, 0, 2**31 - 1)
         if p.frspec > 0:
             p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()

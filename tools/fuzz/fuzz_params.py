@@ -24,7 +24,7 @@ VALUES = [0, 1, -1, 2, 7, 40, 2**31 - 1, 2**31, 2**63, 2**64, -(2**63), 0.0, -0.
           ["x"], ("a", "b"), {"k": 1}, object()]
 GEN_KEYS = ["max_tokens", "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "stop", "seed", "stream"]
 CTOR_KEYS = ["n_ctx", "n_threads", "n_threads_draft", "seed", "verify", "draft_max", "draft_min", "draft_p_min",
-             "self_layers", "ngram_max", "ngram_min", "nanospec", "nanospec_capacity", "frspec", "ssd", "draft"]
+             "self_layers", "ngram_max", "ngram_min", "nanospec", "nanospec_capacity", "nanospec_topk", "frspec", "ssd", "draft"]
 PROMPTS = ["", "hi", b"\xff\xfe", "\udcff", [], [2], [2, 262143], [-1], [2**40], [2.5], "x" * 300, None, 3]
 
 _state = {}

@@ -113,6 +113,7 @@ typedef struct specgen_generator_params {
     int32_t ngram_min;             /* shortest suffix matched, >= 1; default 1 */
     bool nanospec;                 /* draft head over the in-context vocabulary (NanoSpec) */
     int32_t nanospec_capacity;     /* NanoSpec vocabulary capacity, [16, 1048576]; default 3072 */
+    int32_t nanospec_topk;         /* target top-k ids added to it per row, [1, 64]; default 3 */
     int32_t frspec;                /* FR-Spec baseline: draft head over the N most frequent tokens; 0 off */
     const char * frspec_path;      /* the FR-Spec frequency table (required when frspec > 0); copied */
     bool ssd;                      /* Saguaro: draft concurrently with verification (needs SELF or MODEL; nanospec/frspec apply) */

@@ -202,6 +202,7 @@ specgen_generator_params specgen_generator_default_params(void) {
     p.ngram_min = d.ngram_min;
     p.nanospec = d.nanospec;
     p.nanospec_capacity = d.nanospec_capacity;
+    p.nanospec_topk = d.nanospec_topk;
     p.frspec = d.frspec;
     p.ssd = d.ssd;
     p.ssd_fanout = d.ssd_fanout;
@@ -247,6 +248,7 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.ngram_min = p.ngram_min;
         gp.nanospec = p.nanospec;
         gp.nanospec_capacity = p.nanospec_capacity;
+        gp.nanospec_topk = p.nanospec_topk;
         gp.frspec = p.frspec;
         if (p.frspec_path) gp.frspec_path = p.frspec_path;
         gp.ssd = p.ssd;

@@ -121,7 +121,8 @@ void generation::prefill() {
     nanospec_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
     // NanoSpec's set is the sequential drafter's, or the SSD speculator's (spec/ssd.h).
     const bool seed = (vocab && vocab->grows()) || (gen_->ssd_ && gen_->ssd_->vocab_grows());
-    if (seed) top3_.resize(size_t(n) * 3);
+    const int k = params_topk();
+    if (seed) topk_.resize(size_t(n) * k);
     for (int i = 0; i < n; i += kPrefillChunk) {
         const int m = std::min(kPrefillChunk, n - i);
         gen_->eval_->forward(*gen_->cache_, history_.data() + i, m, i, n_layer);
@@ -132,7 +133,7 @@ void generation::prefill() {
             for (int r = 0; r < m; r += kVocabHeadChunk) {
                 const int c = std::min(kVocabHeadChunk, m - r);
                 gen_->eval_->logits(gen_->eval_->hidden() + size_t(r) * E, c, logits_.data());
-                for (int j = 0; j < c; ++j) top3_ids(logits_.data() + size_t(j) * n_vocab, n_vocab, &top3_[size_t(i + r + j) * 3]);
+                for (int j = 0; j < c; ++j) top_ids(logits_.data() + size_t(j) * n_vocab, n_vocab, k, &topk_[size_t(i + r + j) * k]);
             }
             stats_.nanospec_prefill_seconds += seconds_since(t_head);
         }
@@ -140,10 +141,10 @@ void generation::prefill() {
     n_past_ = n;
     if (gen_->drafter_) gen_->drafter_->begin(history_);
     if (gen_->ssd_) {
-        gen_->ssd_->begin(history_, params_.sampling, params_.seed, method(), seed ? top3_.data() : nullptr, seed ? n : 0);
+        gen_->ssd_->begin(history_, params_.sampling, params_.seed, method(), seed ? topk_.data() : nullptr, seed ? n : 0);
         stats_.vocab_set_size = gen_->ssd_->vocab_size();
     }
-    if (seed && vocab) vocab->seed(history_.data(), int64_t(history_.size()), top3_.data(), n);
+    if (seed && vocab) vocab->seed(history_.data(), int64_t(history_.size()), topk_.data(), n);
     if (vocab) stats_.vocab_set_size = vocab->size();
     stats_.prefill_seconds = seconds_since(t0);
     if (params_.max_tokens == 0) finish(finish_reason::length);
@@ -304,15 +305,15 @@ void generation::grow_vocab(int gamma, const verify_result& vr) {
     if (vocab ? vocab->grows() : ssd->vocab_grows()) {
         // The target rows on the emitted path (1..k+1: the ones whose context was kept) and the
         // emitted tokens x_1..x_k, y.
-        const int n_rows = vr.n_accepted + 1, n_vocab = gen_->n_vocab();
-        top3_.resize(size_t(n_rows) * 3);
-        for (int r = 0; r < n_rows; ++r) top3_ids(logits_.data() + size_t(r) * n_vocab, n_vocab, &top3_[size_t(r) * 3]);
+        const int n_rows = vr.n_accepted + 1, n_vocab = gen_->n_vocab(), k = params_topk();
+        topk_.resize(size_t(n_rows) * k);
+        for (int r = 0; r < n_rows; ++r) top_ids(logits_.data() + size_t(r) * n_vocab, n_vocab, k, &topk_[size_t(r) * k]);
         emitted_.assign(proposal_.tokens.begin(), proposal_.tokens.begin() + vr.n_accepted);
         emitted_.push_back(vr.next_token);
         if (vocab)
-            vocab->grow(top3_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
+            vocab->grow(topk_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
         else
-            ssd->grow_vocab(top3_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
+            ssd->grow_vocab(topk_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), proposal_.tokens.data(), gamma);
     }
     stats_.vocab_set_size = vocab ? vocab->size() : ssd->vocab_size();
 }

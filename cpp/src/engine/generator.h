@@ -93,7 +93,7 @@ private:
     // The target's logits at [pending, x_1..x_g] into logits_ ([g+1, n_vocab]): one batched forward,
     // or, when the drafter's hidden states are the target's own, only the head over them.
     void target_logits(int gamma);
-    // After verification: NanoSpec's set grows by the target's top-3 on the emitted path, the emitted
+    // After verification: NanoSpec's set grows by the target's top-k on the emitted path, the emitted
     // and the drafted tokens (the drafter's set, or the SSD speculator's: queued there, spec/ssd.h);
     // stats_.vocab_set_size follows it.
     void grow_vocab(int gamma, const verify_result& vr);
@@ -118,7 +118,8 @@ private:
     std::vector<int32_t> batch_;
     std::vector<float> logits_;
     std::vector<float> hidden_;        // [g+1, n_embd] the all-layers shortcut's rows
-    std::vector<int32_t> top3_;        // [rows, 3] target top-3 ids for NanoSpec's set
+    std::vector<int32_t> topk_;        // [rows, k] target top-k ids for NanoSpec's set
+    int params_topk() const { return gen_->params_.nanospec_topk; }
     std::vector<int32_t> emitted_;     // x_1..x_k, y of the current round
     std::vector<verify_row_stats> row_stats_;
 };

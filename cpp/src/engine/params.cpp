@@ -27,6 +27,8 @@ void generator_params::validate() const {
     require(self_layers >= 0, "self_layers must be >= 0 (0 = all layers)");
     require(ngram_min >= 1 && ngram_max >= ngram_min && ngram_max <= 64, "need 1 <= ngram_min <= ngram_max <= 64");
     require(nanospec_capacity >= 16 && nanospec_capacity <= (1 << 20), "nanospec_capacity must be in [16, 1048576]");
+    require(nanospec_topk >= 1 && nanospec_topk <= 64,
+            "nanospec_topk must be in [1, 64], got " + std::to_string(nanospec_topk));
     require(frspec >= 0, "frspec must be >= 0");
     require(ssd_fanout >= 1 && ssd_fanout <= 64, "ssd_fanout must be in [1, 64], got " + std::to_string(ssd_fanout));
     require(ssd_budget >= -1, "ssd_budget must be >= -1 (-1 = until the verdict), got " + std::to_string(ssd_budget));

@@ -34,6 +34,7 @@ struct generator_params {
     int32_t ngram_min = 1;        // shortest suffix matched
     bool nanospec = false;        // draft head over the in-context vocabulary (ALGORITHMS.md 3)
     int32_t nanospec_capacity = 3072;
+    int32_t nanospec_topk = 3;    // target top-k ids added to S per prefill/verified row (paper: 3)
     int32_t frspec = 0;           // FR-Spec baseline: draft head over the N most frequent tokens
     std::string frspec_path;      // FR-Spec frequency table (tools/build_frspec_table.py); needed when frspec > 0
     // Self drafter over all layers: verification reuses the drafter's hidden states (the target's own)

@@ -98,6 +98,7 @@ void bind_engine(nb::module_& m) {
         .def_rw("ngram_min", &generator_params::ngram_min)
         .def_rw("nanospec", &generator_params::nanospec)
         .def_rw("nanospec_capacity", &generator_params::nanospec_capacity)
+        .def_rw("nanospec_topk", &generator_params::nanospec_topk)
         .def_rw("frspec", &generator_params::frspec)
         .def_rw("frspec_path", &generator_params::frspec_path)
         .def_rw("reuse_draft_hidden", &generator_params::reuse_draft_hidden)

@@ -31,10 +31,10 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> owned_2d(std::vector<float>&& v, size
 
 // A set over the generator's head plus a private evaluator (1 thread) to compute hidden states.
 struct py_vocab {
-    py_vocab(const generator& g, int32_t capacity, bool frspec)
+    py_vocab(const generator& g, int32_t capacity, bool frspec, int top_k)
         : m(g.target()), be(make_cpu_backend(1)), eval(m, *be), cache(m.hp(), g.n_ctx()),
           vocab(frspec ? nanospec_vocab::kind::frspec : nanospec_vocab::kind::nanospec, m.output(), capacity,
-                m.hp().final_softcap) {}
+                m.hp().final_softcap, top_k) {}
     const model& m;
     std::unique_ptr<backend> be;
     evaluator eval;
@@ -42,44 +42,46 @@ struct py_vocab {
     nanospec_vocab vocab;
 };
 
-void check_top3(const ids_array& a) {
-    if (a.size() % 3 != 0) throw invalid_argument_error("top3 must have 3 ids per row");
+// Rows of k = top_k() ids each.
+int64_t topk_rows(const nanospec_vocab& v, const ids_array& a) {
+    if (a.size() % size_t(v.top_k()) != 0)
+        throw invalid_argument_error("topk must have " + std::to_string(v.top_k()) + " ids per row");
+    return int64_t(a.size()) / v.top_k();
 }
 
 }  // namespace
 
 void bind_nanospec(nb::module_& m) {
-    m.def("top3_ids",
-          [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits) {
-              std::vector<int32_t> out(3);
-              top3_ids(logits.data(), int64_t(logits.shape(0)), out.data());
+    m.def("top_ids",
+          [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits, int k) {
+              if (k < 1 || size_t(k) > logits.shape(0)) throw invalid_argument_error("top_ids: k out of [1, len(logits)]");
+              std::vector<int32_t> out(static_cast<size_t>(k));
+              top_ids(logits.data(), int64_t(logits.shape(0)), k, out.data());
               return out;
           },
-          nb::arg("logits"), "Ids of the 3 largest logits, best first (ties: lowest id).");
+          nb::arg("logits"), nb::arg("k") = 3, "Ids of the k largest logits, best first (ties: lowest id).");
     m.def("read_frspec_table", &read_frspec_table, nb::arg("path"), nb::arg("n_vocab"), nb::arg("n"),
           "The first n ids of an FR-Spec table (tools/build_frspec_table.py), checked.");
 
     nb::class_<py_vocab>(m, "NanoSpecVocab",
                          "NanoSpec's token set S with its head rows gathered (ALGORITHMS.md section 3).")
-        .def(nb::init<const generator&, int32_t, bool>(), nb::arg("generator"), nb::arg("capacity") = 3072,
-             nb::arg("frspec") = false, nb::keep_alive<1, 2>())
+        .def(nb::init<const generator&, int32_t, bool, int>(), nb::arg("generator"), nb::arg("capacity") = 3072,
+             nb::arg("frspec") = false, nb::arg("top_k") = 3, nb::keep_alive<1, 2>())
         .def("reset", [](py_vocab& v) { v.vocab.reset(); })
         .def("add", [](py_vocab& v, int32_t id) { return v.vocab.add(id); }, nb::arg("id"))
         .def("add_many", [](py_vocab& v, ids_array ids) { return v.vocab.add(ids.data(), int64_t(ids.size())); },
              nb::arg("ids"))
         .def("seed",
-             [](py_vocab& v, ids_array prompt, ids_array top3) {
-                 check_top3(top3);
-                 v.vocab.seed(prompt.data(), int64_t(prompt.size()), top3.data(), int64_t(top3.size() / 3));
+             [](py_vocab& v, ids_array prompt, ids_array topk) {
+                 v.vocab.seed(prompt.data(), int64_t(prompt.size()), topk.data(), topk_rows(v.vocab, topk));
              },
-             nb::arg("prompt"), nb::arg("top3"))
+             nb::arg("prompt"), nb::arg("topk"))
         .def("grow",
-             [](py_vocab& v, ids_array top3, ids_array emitted, ids_array drafted) {
-                 check_top3(top3);
-                 v.vocab.grow(top3.data(), int64_t(top3.size() / 3), emitted.data(), int64_t(emitted.size()),
+             [](py_vocab& v, ids_array topk, ids_array emitted, ids_array drafted) {
+                 v.vocab.grow(topk.data(), topk_rows(v.vocab, topk), emitted.data(), int64_t(emitted.size()),
                               drafted.data(), int64_t(drafted.size()));
              },
-             nb::arg("top3"), nb::arg("emitted"), nb::arg("drafted"))
+             nb::arg("topk"), nb::arg("emitted"), nb::arg("drafted"))
         .def_prop_ro("ids", [](const py_vocab& v) { return std::vector<int32_t>(v.vocab.ids(), v.vocab.ids() + v.vocab.size()); })
         .def_prop_ro("size", [](const py_vocab& v) { return v.vocab.size(); })
         .def_prop_ro("capacity", [](const py_vocab& v) { return v.vocab.capacity(); })

@@ -161,7 +161,8 @@ private:
 std::unique_ptr<nanospec_vocab> make_draft_vocab(const generator_params& params, const model& m) {
     const float softcap = m.hp().final_softcap;
     if (params.nanospec)
-        return std::make_unique<nanospec_vocab>(nanospec_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap);
+        return std::make_unique<nanospec_vocab>(nanospec_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
+                                                params.nanospec_topk);
     if (params.frspec > 0) {
         const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
         auto v = std::make_unique<nanospec_vocab>(nanospec_vocab::kind::frspec, m.output(), params.frspec, softcap);

@@ -7,10 +7,12 @@
 
 namespace specgen {
 
-nanospec_vocab::nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap)
+nanospec_vocab::nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k)
     : kind_(k), full_(head), n_vocab_(int32_t(head.n_rows)), capacity_(capacity), softcap_(final_softcap),
-      row_bytes_(head.row_bytes()) {
+      top_k_(top_k), row_bytes_(head.row_bytes()) {
     if (capacity < 1) throw invalid_argument_error("nanospec capacity must be >= 1, got " + std::to_string(capacity));
+    if (top_k < 1 || top_k > n_vocab_)
+        throw invalid_argument_error("nanospec top-k must be in [1, n_vocab], got " + std::to_string(top_k));
     if (capacity_ > n_vocab_) capacity_ = n_vocab_;
     ids_.reserve(size_t(capacity_));
     member_.assign(size_t(n_vocab_), 0);
@@ -40,25 +42,25 @@ int nanospec_vocab::add(const int32_t* ids, int64_t n) {
     return added;
 }
 
-void nanospec_vocab::seed(const int32_t* prompt, int64_t n_prompt, const int32_t* top3, int64_t n_rows) {
+void nanospec_vocab::seed(const int32_t* prompt, int64_t n_prompt, const int32_t* topk, int64_t n_rows) {
     add(prompt, n_prompt);
-    for (int rank = 0; rank < 3; ++rank)
-        for (int64_t r = 0; r < n_rows; ++r) add(top3[r * 3 + rank]);
+    for (int rank = 0; rank < top_k_; ++rank)
+        for (int64_t r = 0; r < n_rows; ++r) add(topk[r * top_k_ + rank]);
 }
 
-void nanospec_vocab::growth_order(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+void nanospec_vocab::growth_order(const int32_t* topk, int k, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                                   const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& out) {
-    for (int64_t r = 0; r < n_rows; ++r) out.push_back(top3[r * 3]);  // the target argmax
+    for (int64_t r = 0; r < n_rows; ++r) out.push_back(topk[r * k]);  // the target argmax
     out.insert(out.end(), emitted, emitted + n_emitted);
     out.insert(out.end(), drafted, drafted + n_drafted);
-    for (int rank = 1; rank < 3; ++rank)
-        for (int64_t r = 0; r < n_rows; ++r) out.push_back(top3[r * 3 + rank]);
+    for (int rank = 1; rank < k; ++rank)
+        for (int64_t r = 0; r < n_rows; ++r) out.push_back(topk[r * k + rank]);
 }
 
-void nanospec_vocab::grow(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+void nanospec_vocab::grow(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                           const int32_t* drafted, int64_t n_drafted) {
     order_.clear();
-    growth_order(top3, n_rows, emitted, n_emitted, drafted, n_drafted, order_);
+    growth_order(topk, top_k_, n_rows, emitted, n_emitted, drafted, n_drafted, order_);
     add(order_.data(), int64_t(order_.size()));
 }
 
@@ -79,26 +81,31 @@ void nanospec_vocab::logits(backend& be, const float* hidden, int n, float* out)
     }
 }
 
-void top3_ids(const float* logits, int64_t n_vocab, int32_t* out) {
-    // Running best three; a strict > keeps the lowest id among equal logits.
-    float v0 = -INFINITY, v1 = -INFINITY, v2 = -INFINITY;
-    int32_t i0 = 0, i1 = 0, i2 = 0;
-    int64_t filled = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) {
-        const float v = logits[i];
-        if (filled >= 3 && !(v > v2)) continue;
-        if (filled < 3) ++filled;
-        if (filled == 1 || v > v0) {
-            v2 = v1; i2 = i1; v1 = v0; i1 = i0; v0 = v; i0 = int32_t(i);
-        } else if (filled == 2 || v > v1) {
-            v2 = v1; i2 = i1; v1 = v; i1 = int32_t(i);
-        } else {
-            v2 = v; i2 = int32_t(i);
-        }
+void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out) {
+    if (k < 1 || k > n_vocab) throw invalid_argument_error("top_ids: k = " + std::to_string(k) + " out of [1, n_vocab]");
+    // The best k so far, sorted best first, kept by insertion: after the first few thousand logits
+    // almost every value fails the test against the k-th and costs one compare. Strict > keeps the
+    // lowest id first among equal logits.
+    float val[64 + 1];
+    std::vector<float> big;
+    float* v = val;
+    if (k > 64) {
+        big.resize(size_t(k) + 1);
+        v = big.data();
     }
-    out[0] = i0;
-    out[1] = n_vocab > 1 ? i1 : i0;
-    out[2] = n_vocab > 2 ? i2 : out[1];
+    int filled = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+        const float x = logits[i];
+        if (filled == k && !(x > v[k - 1])) continue;
+        int j = filled < k ? filled++ : k - 1;
+        while (j > 0 && x > v[j - 1]) {
+            v[j] = v[j - 1];
+            out[j] = out[j - 1];
+            --j;
+        }
+        v[j] = x;
+        out[j] = int32_t(i);
+    }
 }
 
 }  // namespace specgen

@@ -10,13 +10,15 @@
 // the same matmul kernel as the full head: they equal the full head's logits at ids()[k] bit for bit.
 //
 // Growth (kind nanospec):
-//   prefill:       S = unique(prompt ids U target top-3 at every prompt position the prefill computes);
-//   verification:  S grows by the target's argmax and top-3 on the emitted path, the drafted ids and
+//   prefill:       S = unique(prompt ids U target top-k at every prompt position the prefill computes);
+//   verification:  S grows by the target's argmax and top-k on the emitted path, the drafted ids and
 //                  the emitted (accepted + corrected/bonus) tokens, which join the context;
+//   k = 3 as in the paper by default (top_k, `nanospec_topk`): on short free-text prompts a larger k
+//   covers more of what the target goes on to pick (tools/bench_nanospec.py measures it).
 //   never shrinks within a request; reset() at the start of each request.
 // Full S: once |S| == capacity, further ids are not added (first come, first kept). Nothing in S is
 // ever dropped or thresholded, so a set never changes under a proposal that was sampled from it.
-// Ids arrive in priority order (prompt, then rank-1 ids, then ranks 2-3), so the ids a full set
+// Ids arrive in priority order (prompt, then rank-1 ids, then ranks 2..k), so the ids a full set
 // turns away are the least useful ones. Losslessness never depends on S: the proposal q_S is zero
 // outside S and the verifier's residual reaches every other token.
 //
@@ -34,12 +36,14 @@ public:
     enum class kind { nanospec, frspec };
 
     // head: the drafter's LM head [n_vocab, n_embd] (kept by reference: the model must outlive this).
-    // capacity: most ids S may hold (>= 1). final_softcap: the model's, 0 for none.
-    nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap);
+    // capacity: most ids S may hold (>= 1). final_softcap: the model's, 0 for none. top_k: ids taken
+    // from each target row at prefill and verification (>= 1).
+    nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k = 3);
 
     kind mode() const { return kind_; }
     bool grows() const { return kind_ == kind::nanospec; }
     int32_t capacity() const { return capacity_; }
+    int top_k() const { return top_k_; }
     int32_t size() const { return int32_t(ids_.size()); }
     bool full() const { return size() >= capacity_; }
     bool contains(int32_t id) const { return id >= 0 && id < n_vocab_ && member_[size_t(id)] != 0; }
@@ -53,17 +57,17 @@ public:
     int add(int32_t id);
     int add(const int32_t* ids, int64_t n);
 
-    // Prefill: prompt ids, then the top-3 of each computed prompt row, rank by rank.
-    //   top3: [n_rows, 3] ids, best first (from top3_ids).
-    void seed(const int32_t* prompt, int64_t n_prompt, const int32_t* top3, int64_t n_rows);
+    // Prefill: prompt ids, then the top-k of each computed prompt row, rank by rank.
+    //   topk: [n_rows, top_k()] ids, best first (from top_ids).
+    void seed(const int32_t* prompt, int64_t n_prompt, const int32_t* topk, int64_t n_rows);
     // After a verification that emitted `emitted` ([n_emitted]: x_1..x_k, y) from `drafted`
-    // ([n_drafted]: x_1..x_g); top3: [n_rows, 3] ids of the target rows on the emitted path.
-    void grow(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+    // ([n_drafted]: x_1..x_g); topk: [n_rows, top_k()] ids of the target rows on the emitted path.
+    void grow(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
               const int32_t* drafted, int64_t n_drafted);
     // The ids grow() offers to add(), in its order (duplicates included), appended to `out`: the
-    // argmax of each row, the emitted ids, the drafted ids, then ranks 2 and 3 row by row. For a
-    // caller that applies the growth later (the SSD speculator: spec/ssd.h).
-    static void growth_order(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+    // argmax of each row, the emitted ids, the drafted ids, then ranks 2..k row by row. For a
+    // caller that applies the growth later (the SSD speculator: spec/ssd.h).  topk: [n_rows, k]
+    static void growth_order(const int32_t* topk, int k, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                              const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& out);
 
     // W_S as a weight matrix [size(), n_embd] in the head's type (valid until the next add()).
@@ -77,6 +81,7 @@ private:
     int32_t n_vocab_;
     int32_t capacity_;
     float softcap_;
+    int top_k_;
     size_t row_bytes_;
     std::vector<int32_t> ids_;
     std::vector<uint8_t> member_;  // [n_vocab] 1 when the id is in S
@@ -84,7 +89,7 @@ private:
     std::vector<int32_t> order_;   // grow()'s scratch
 };
 
-// The 3 largest logits' ids, best first (ties: lowest id).  logits: [n_vocab], out: [3]
-void top3_ids(const float* logits, int64_t n_vocab, int32_t* out);
+// Ids of the k largest logits, best first (ties: lowest id).  logits: [n_vocab], out: [k], 1 <= k <= n_vocab
+void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out);
 
 }  // namespace specgen

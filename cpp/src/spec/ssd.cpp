@@ -153,13 +153,13 @@ uint64_t ssd_speculator::stream_seed(uint64_t tag, int k, int32_t bonus) const {
 bool ssd_speculator::vocab_grows() const { return vocab_ && vocab_->grows(); }
 
 void ssd_speculator::begin(const std::vector<int32_t>& prompt, const sampling_params& sp, uint64_t seed,
-                           verify_method method, const int32_t* top3, int64_t n_top3_rows) {
+                           verify_method method, const int32_t* topk, int64_t n_topk_rows) {
     end();
     // The worker is joined: S is the main thread's until the worker starts below.
     grow_pending_.clear();
     if (vocab_grows()) {
         vocab_->reset();
-        vocab_->seed(prompt.data(), int64_t(prompt.size()), top3, n_top3_rows);
+        vocab_->seed(prompt.data(), int64_t(prompt.size()), topk, n_topk_rows);
         std::fill(s_member_.begin(), s_member_.end(), uint8_t(0));
         for (int32_t i = 0; i < vocab_->size(); ++i) s_member_[size_t(vocab_->ids()[i])] = 1;
         s_size_ = vocab_->size();
@@ -195,13 +195,13 @@ void ssd_speculator::end() {
     cur_k_ = -1;
 }
 
-void ssd_speculator::grow_vocab(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+void ssd_speculator::grow_vocab(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                                 const int32_t* drafted, int64_t n_drafted) {
     if (!vocab_grows()) return;
     // The main thread's copy of the set rule (nanospec_vocab::add): new ids in grow()'s order until
     // the capacity. Applying grow_pending_ with add() later gives the same S.
     grow_order_.clear();
-    nanospec_vocab::growth_order(top3, n_rows, emitted, n_emitted, drafted, n_drafted, grow_order_);
+    nanospec_vocab::growth_order(topk, vocab_->top_k(), n_rows, emitted, n_emitted, drafted, n_drafted, grow_order_);
     const int64_t n_vocab = int64_t(s_member_.size());
     for (int32_t id : grow_order_) {
         if (id < 0 || id >= n_vocab)

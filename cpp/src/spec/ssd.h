@@ -42,8 +42,8 @@
 // over S only, exactly as drafter_neural.cpp: the proposal q_S is the processed softmax over S (zero
 // outside it), Saguaro's reweighting applies to q_S, and the bonus candidates of outcome k are the
 // top-F_k of l_k over S. S follows the sequential rule: seeded by begin() from the prompt and the
-// target's top-3 at the forwarded prompt rows; after each verification the generator hands
-// grow_vocab() the target's top-3 on the emitted path, the emitted and the drafted ids. S is
+// target's top-k at the forwarded prompt rows; after each verification the generator hands
+// grow_vocab() the target's top-k on the emitted path, the emitted and the drafted ids. S is
 // drafter state, so the main thread does not add to it while the worker runs: grow_vocab() only
 // queues the ids (those new to S, in grow()'s order, up to the capacity: the main thread keeps
 // S's membership as it will be once the queue is applied, which is also what vocab_size() and the
@@ -117,10 +117,10 @@ public:
     ssd_speculator& operator=(const ssd_speculator&) = delete;
 
     // A request starts (prompt = its history, the last token pending): resets the cache and S,
-    // seeds NanoSpec's S from the prompt and top3 ([n_top3_rows, 3]: the target's top-3 ids at the
+    // seeds NanoSpec's S from the prompt and topk ([n_topk_rows, k]: the target's top-k ids at the
     // forwarded prompt rows, see vocab_grows()) and starts the worker thread.
     void begin(const std::vector<int32_t>& prompt, const sampling_params& sp, uint64_t seed, verify_method method,
-               const int32_t* top3 = nullptr, int64_t n_top3_rows = 0);
+               const int32_t* topk = nullptr, int64_t n_topk_rows = 0);
     // Stops and joins the worker (idempotent). Called when a request finishes or is cancelled.
     void end();
 
@@ -133,13 +133,13 @@ public:
     void resolve(int n_accepted, int32_t next_token, generation_stats& stats);
 
     // NanoSpec / FR-Spec (main thread). vocab_grows(): S is NanoSpec's in-context set, so begin() and
-    // grow_vocab() want the target's top-3 rows. vocab_size(): |S| including the queued growth (0 with
+    // grow_vocab() want the target's top-k rows. vocab_size(): |S| including the queued growth (0 with
     // the full head). grow_vocab(): after verifying round t (before resolve), the growth of
-    // nanospec_vocab::grow() (top3: [n_rows, 3] target rows on the emitted path; emitted x_1..x_k, y;
+    // nanospec_vocab::grow() (topk: [n_rows, k] target rows on the emitted path; emitted x_1..x_k, y;
     // drafted x_1..x_g), queued for the drafter (see the comment at the top).
     bool vocab_grows() const;
     int64_t vocab_size() const { return s_size_; }
-    void grow_vocab(const int32_t* top3, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+    void grow_vocab(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                     const int32_t* drafted, int64_t n_drafted);
 
 private:
