@@ -177,13 +177,14 @@ def ar_tokens(gen):
     return gen.generate(PROMPT, max_tokens=N_TOKENS, temperature=0).tokens
 
 
-@pytest.mark.parametrize("case", ["self_all", "self_all_no_reuse", "self_all_top16", "self6", "model", "frspec_self",
-                                  "frspec_model"])
+@pytest.mark.parametrize("case", ["self_all", "self_all_no_reuse", "self_all_top16", "self_all_top16_pmin", "self6",
+                                  "model", "frspec_self", "frspec_model"])
 def test_greedy_identity(model_path, ar_tokens, case):
     kw = {
         "self_all": dict(draft="self", nanospec=True),
         "self_all_no_reuse": dict(draft="self", nanospec=True, reuse_draft_hidden=False),
         "self_all_top16": dict(draft="self", nanospec=True, nanospec_topk=16),
+        "self_all_top16_pmin": dict(draft="self", nanospec=True, nanospec_topk=16, draft_p_min=0.4),
         "self6": dict(draft="self", self_layers=6, nanospec=True),
         "model": dict(draft=model_path, nanospec=True, nanospec_capacity=16),
         "frspec_self": dict(draft="self", frspec=32768),

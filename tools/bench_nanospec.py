@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("--frspec", type=int, default=32768)
     ap.add_argument("--topk", type=lambda v: [int(x) for x in v.split(",") if x], default=[8, 16],
                     help="extra NanoSpec configurations with these nanospec_topk values (comma-separated)")
+    ap.add_argument("--p-min", type=lambda v: [float(x) for x in v.split(",") if x], default=[],
+                    help="extra FR-Spec and NanoSpec (--topk) configurations with these draft_p_min values")
     a = ap.parse_args(argv)
     model = a.model
     if model is None:
@@ -57,6 +59,10 @@ def main(argv=None) -> int:
     }
     for k in a.topk:  # larger top-k sets (the paper's is 3)
         configs[f"nanospec_top{k}"] = dict(spec, nanospec=True, nanospec_topk=k)
+    for p in a.p_min:  # stop drafting below this draft probability (draft_p_min), FR-Spec alike
+        configs[f"frspec{a.frspec // 1024}k_p{p:g}"] = dict(spec, frspec=a.frspec, draft_p_min=p)
+        for k in a.topk:
+            configs[f"nanospec_top{k}_p{p:g}"] = dict(spec, nanospec=True, nanospec_topk=k, draft_p_min=p)
     gens = {name: specgen.Generator(model, **common, **kw) for name, kw in configs.items()}
     acc = defaultdict(lambda: defaultdict(float))
     ref = {}
