@@ -9,6 +9,7 @@
 // and elements past the row end read as 0. Every block size is even and rows start at multiples
 // of their block size from a 256-byte aligned base, so the uint16 fields are aligned.
 #pragma once
+#include <type_traits>
 #include "cuda_common.cuh"
 #include "quant/kernels.h"
 
@@ -54,25 +55,19 @@ __device__ __forceinline__ void load_group(const uint8_t* row, int64_t g, int64_
             w[j] = d * float((lo | int(((qh >> j) & 1) << 4)) - 16);
             w[j + 16] = d * float((hi | int(((qh >> (j + 16)) & 1) << 4)) - 16);
         }
-    } else if constexpr (T == ggml_type::Q4_K) {
-        // Sub-block s of super-block i: chunk c = s/2 of qs, low nibbles for even s, high for odd.
-        const block_q4_k& b = reinterpret_cast<const block_q4_k*>(row)[g / 8];
-        const int s = int(g % 8), c = s / 2, shift = (s & 1) * 4;
-        float sc, m;
-        k_scale_min(s, b.scales, sc, m);
-        const float d = fp16_bits_to_float(b.d) * sc, dm = fp16_bits_to_float(b.dmin) * m;
-#pragma unroll
-        for (int l = 0; l < 32; ++l) w[l] = d * float((b.qs[32 * c + l] >> shift) & 15) - dm;
-    } else if constexpr (T == ggml_type::Q5_K) {
-        // As Q4_K; the fifth bit of element 32s+l is bit s of qh[l].
-        const block_q5_k& b = reinterpret_cast<const block_q5_k*>(row)[g / 8];
+    } else if constexpr (T == ggml_type::Q4_K || T == ggml_type::Q5_K) {
+        // Sub-block s of super-block i: chunk c = s/2 of qs, low nibbles for even s, high for odd;
+        // Q5_K's fifth bit of element 32s+l is bit s of qh[l].
+        using block = std::conditional_t<T == ggml_type::Q4_K, block_q4_k, block_q5_k>;
+        const block& b = reinterpret_cast<const block*>(row)[g / 8];
         const int s = int(g % 8), c = s / 2, shift = (s & 1) * 4;
         float sc, m;
         k_scale_min(s, b.scales, sc, m);
         const float d = fp16_bits_to_float(b.d) * sc, dm = fp16_bits_to_float(b.dmin) * m;
 #pragma unroll
         for (int l = 0; l < 32; ++l) {
-            const int q = ((b.qs[32 * c + l] >> shift) & 15) | (((b.qh[l] >> s) & 1) << 4);
+            int q = (b.qs[32 * c + l] >> shift) & 15;
+            if constexpr (T == ggml_type::Q5_K) q |= ((b.qh[l] >> s) & 1) << 4;
             w[l] = d * float(q) - dm;
         }
     } else if constexpr (T == ggml_type::Q6_K) {

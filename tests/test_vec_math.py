@@ -91,6 +91,17 @@ def test_tanh_accuracy():
     assert np.array_equal(_core.vec_tanh(big), np.sign(big))
 
 
+def test_softcap_is_c_tanh_x_over_c():
+    """The final-logit soft-cap shared by the full head and NanoSpec's head over S."""
+    x = grid(-400, 400, 200_001)
+    c = np.float32(30.0)
+    got = _core.vec_softcap(x, float(c))
+    want = c * _core.vec_tanh((x / c).astype(np.float32))  # the same float steps
+    assert np.array_equal(got, want)
+    assert np.abs(got - 30.0 * np.tanh(x.astype(np.float64) / 30.0)).max() <= 30.0 * 1e-6
+    assert np.abs(got).max() <= 30.0
+
+
 def test_gelu_accuracy():
     g = grid(-20, 20, 4_000_001)
     a = _core.vec_gelu_mul(g, np.ones_like(g))

@@ -71,7 +71,7 @@ public:
                              int n_tokens) override {
         // x quantized once per activation format; chunks are whole 16-row groups (multi-row kernels
         // stay on their fast path) of all matrices, in one parallel region: fewer hand-offs per token.
-        std::vector<const void*>& xq = xq_of_mat_;
+        std::vector<const void*>& xq = xq_of_mat_;  // [n_mats] x in the format of matrix i
         xq.assign(n_mats, nullptr);
         group_end_.resize(n_mats);
         int64_t n_groups = 0;
@@ -83,13 +83,12 @@ public:
             group_end_[i] = n_groups;
         }
         pool_.parallel_for(n_groups, [&](int, int64_t g0, int64_t g1) {
-            for (int i = 0; i < n_mats && g0 < g1; ++i) {
-                const int64_t first = i ? group_end_[i - 1] : 0;
-                if (g0 >= group_end_[i]) continue;
-                const int64_t end = std::min(g1, group_end_[i]);
+            while (g0 < g1) {  // the chunk's part in each matrix it spans
+                const int i = int(std::upper_bound(group_end_.begin(), group_end_.end(), g0) - group_end_.begin());
+                const int64_t first = i ? group_end_[i - 1] : 0, end = std::min(g1, group_end_[i]);
                 const weight_view& W = Ws[i];
-                const int64_t r0 = (g0 - first) * 16, r1 = std::min(W.n_rows, (end - first) * 16);
-                matmul_rows(W.type, W.data, W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, r0, r1);
+                matmul_rows(W.type, W.data, W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, (g0 - first) * 16,
+                            std::min(W.n_rows, (end - first) * 16));
                 g0 = end;
             }
         });
@@ -265,7 +264,7 @@ private:
     std::vector<std::vector<float>> scores_;  // per-thread attention scratch
     std::vector<std::vector<uint8_t>> xq_;  // quantized activations, one buffer per slot
     std::vector<const void*> xq_of_mat_;    // matmul_shared_input scratch
-    std::vector<int64_t> group_end_;
+    std::vector<int64_t> group_end_;        // matmul_shared_input: cumulative 16-row groups per matrix
     std::vector<float> cos_, sin_;          // rope() of positions outside the table
     std::vector<rope_table> rope_tables_;   // one per (freq_base, head_dim)
 };

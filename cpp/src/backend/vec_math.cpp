@@ -62,5 +62,11 @@ float exp_sub_sum(float* x, int64_t n, float sub) { SPECGEN_VEC_DISPATCH(exp_sub
 
 #undef SPECGEN_VEC_DISPATCH
 
+void softcap_row(float* x, int64_t n, float c) {
+    for (int64_t i = 0; i < n; ++i) x[i] = x[i] / c;
+    tanh_row(x, n, x);
+    for (int64_t i = 0; i < n; ++i) x[i] = c * x[i];
+}
+
 }  // namespace vec
 }  // namespace specgen

@@ -119,6 +119,9 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);       
 // acc[i % 8] over whole groups of 8, combined as ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) +
 // (acc3+acc7)), then the remaining n % 8 terms one by one.
 float exp_sub_sum(float* x, int64_t n, float sub);
+// x[i] = c * tanh_approx(x[i] / c) for i < n, c > 0: logit soft-capping. The one implementation for
+// every logits path (full head, NanoSpec's head over S), so capped logits of one id agree bit for bit.
+void softcap_row(float* x, int64_t n, float c);
 
 // The per-ISA versions behind the dispatch (same contracts); tests call them through set_cpu_isa.
 #define SPECGEN_VEC_MATH_KERNELS(ns)                                              \

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/vec_math.h"
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "quant/quant.h"
@@ -254,8 +255,7 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
 
 void evaluator::softcap(float* logits, int64_t count) const {
     const float c = m_.hp().final_softcap;
-    if (c <= 0) return;
-    for (int64_t i = 0; i < count; ++i) logits[i] = c * std::tanh(logits[i] / c);
+    if (c > 0) vec::softcap_row(logits, count, c);
 }
 
 float* evaluator::logits_target(float* out, size_t count) {

@@ -133,6 +133,16 @@ void bind_backend(nb::module_& m) {
         },
         nb::arg("x"), nb::arg("sub"),
         "The attention softmax step: (exp_approx(x - sub), its sum in the kernel's fixed order).");
+    m.def(
+        "vec_softcap",
+        [](f32_vec x, float c) {
+            float* y;
+            auto arr = owned_vec(x.shape(0), &y);
+            std::copy(x.data(), x.data() + x.shape(0), y);
+            vec::softcap_row(y, int64_t(x.shape(0)), c);
+            return arr;
+        },
+        nb::arg("x"), nb::arg("c"), "Logit soft-capping c * tanh(x / c) as every logits path applies it.");
 }
 
 }  // namespace specgen::python

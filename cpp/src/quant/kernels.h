@@ -16,6 +16,7 @@
 //        high bits from qh[32h + l] (bits 2k, 2k+1); x = d*scales[8h + 2k + l/16]*(q-32)
 //   Q8_K (256 el, 292 B): float d; int8 qs[256]; int16 bsums[16] (sum of each 16 qs)
 #pragma once
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -64,6 +65,13 @@ inline void pack_k_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t* s) {
         s[j + 8] = (sc[j + 4] & 15) | ((m[j + 4] & 15) << 4);
     }
 }
+
+// The activation quantizers' scales (quant_q8_0 / quant_q8_k and their SIMD versions in
+// quantize_act_*.cpp use exactly these, so all give the same bytes). q = round(x * id), with
+// d = amax / 127 stored. A block so small that the inverse overflows (amax < ~4e-37) gets id = 0
+// and quantizes to zeros: inf * x has no int8.
+inline float q8_0_inverse_scale(float d) { return d != 0 && 1.0f / d <= FLT_MAX ? 1.0f / d : 0.0f; }
+inline float q8_k_inverse_scale(float amax) { return amax > 0 && 127.0f / amax <= FLT_MAX ? 127.0f / amax : 0.0f; }
 
 // One matrix kernel per (type, ISA):
 //   Y[t*y_stride + r] = dot(W row r, X row t) for r < n_rows, t < n_tok

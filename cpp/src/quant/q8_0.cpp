@@ -3,7 +3,6 @@
 // and the scalar reference dot Q8_0 x Q8_0: per block an exact int32 sum, scaled by d_w*d_x and
 // accumulated in float in block order. SIMD versions in dot_avx2.cpp / dot_avx512.cpp; quantize_act_*.cpp
 // repeat quant_q8_0 byte for byte, so change them together.
-#include <cfloat>
 #include <cmath>
 
 #include "quant/kernels.h"
@@ -27,8 +26,7 @@ void quant_q8_0(const float* src, void* dst, int64_t n) {
         float amax = 0;
         for (int j = 0; j < QK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        // A block so small that 1/d overflows (amax < ~4e-37) quantizes to zeros: inf * x has no int8.
-        const float id = d != 0 && 1.0f / d <= FLT_MAX ? 1.0f / d : 0.0f;
+        const float id = q8_0_inverse_scale(d);
         b[i].d = fp32_to_fp16(d);
         for (int j = 0; j < QK; ++j) b[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
     }

@@ -3,7 +3,6 @@
 // Quantize (d = max|x|/127, q = round(x/d)) and dequantize; checked by round trip in tests.
 // quantize_act_*.cpp repeat quant_q8_k byte for byte, so change them together.
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 
 #include "quant/kernels.h"
@@ -26,8 +25,7 @@ void quant_q8_k(const float* src, void* dst, int64_t n) {
         float amax = 0;
         for (int j = 0; j < QK_K; ++j) amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        // A block so small that 127/amax overflows (amax < ~4e-37) quantizes to zeros.
-        const float id = amax > 0 && 127.0f / amax <= FLT_MAX ? 127.0f / amax : 0.0f;
+        const float id = q8_k_inverse_scale(amax);
         b[i].d = d;
         for (int j = 0; j < QK_K; ++j) b[i].qs[j] = static_cast<int8_t>(std::clamp(nearest_int(x[j] * id), -127, 127));
         for (int g = 0; g < 16; ++g) {

@@ -5,7 +5,6 @@
 // Compiled with -mavx2 -mfma -mf16c -mbmi2 (CMakeLists.txt); only called when the CPU allows.
 #include <immintrin.h>
 
-#include <cfloat>
 
 #include "quant/kernels.h"
 #include "quant/quant.h"
@@ -70,7 +69,7 @@ void quant_q8_0_avx2(const float* src, void* dst, int64_t n) {
         const float* x = src + i * QK;
         const float amax = amax_of(x, 1);
         const float d = amax / 127.0f;
-        const float id = d != 0 && 1.0f / d <= FLT_MAX ? 1.0f / d : 0.0f;  // as the reference
+        const float id = q8_0_inverse_scale(d);
         b[i].d = fp32_to_fp16(d);
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
@@ -85,7 +84,7 @@ void quant_q8_k_avx2(const float* src, void* dst, int64_t n) {
         const float* x = src + i * QK_K;
         const float amax = amax_of(x, QK_K / 32);
         const float d = amax / 127.0f;
-        const float id = amax > 0 && 127.0f / amax <= FLT_MAX ? 127.0f / amax : 0.0f;  // as the reference
+        const float id = q8_k_inverse_scale(amax);
         b[i].d = d;
         const __m256 vid = _mm256_set1_ps(id);
         __m256i h[2];

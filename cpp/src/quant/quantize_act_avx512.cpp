@@ -10,7 +10,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include <cfloat>
 
 #include "quant/kernels.h"
 #include "quant/quant.h"
@@ -70,7 +69,7 @@ void quant_q8_0_avx512(const float* src, void* dst, int64_t n) {
         const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
         const float d = amax / 127.0f;
-        const float id = d != 0 && 1.0f / d <= FLT_MAX ? 1.0f / d : 0.0f;  // as the reference
+        const float id = q8_0_inverse_scale(d);
         b[i].d = fp32_to_fp16(d);
         const __m512 vid = _mm512_set1_ps(id);
         store16_i8(b[i].qs, round_away(product(x0, vid)));
@@ -84,7 +83,7 @@ void quant_q8_k_avx512(const float* src, void* dst, int64_t n) {
         const float* x = src + i * QK_K;
         const float amax = amax_of(x, QK_K / 64);
         const float d = amax / 127.0f;
-        const float id = amax > 0 && 127.0f / amax <= FLT_MAX ? 127.0f / amax : 0.0f;  // as the reference
+        const float id = q8_k_inverse_scale(amax);
         b[i].d = d;
         const __m512 vid = _mm512_set1_ps(id);
         __m128i sums[4];  // bsums 4c..4c+3

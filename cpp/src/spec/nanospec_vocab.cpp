@@ -1,8 +1,8 @@
 #include "spec/nanospec_vocab.h"
 
-#include <cmath>
 #include <cstring>
 
+#include "backend/vec_math.h"
 #include "common/error.h"
 
 namespace specgen {
@@ -74,11 +74,7 @@ weight_view nanospec_vocab::head() const {
 void nanospec_vocab::logits(backend& be, const float* hidden, int n, float* out) const {
     if (ids_.empty()) throw invalid_argument_error("nanospec: the draft vocabulary is empty");
     be.matmul(head(), hidden, n, out);
-    // As evaluator::logits applies the model's final softcap, element by element.
-    if (softcap_ > 0) {
-        const int64_t count = int64_t(n) * size();
-        for (int64_t i = 0; i < count; ++i) out[i] = softcap_ * std::tanh(out[i] / softcap_);
-    }
+    if (softcap_ > 0) vec::softcap_row(out, int64_t(n) * size(), softcap_);  // as evaluator::logits
 }
 
 void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out) {
@@ -86,13 +82,7 @@ void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out) {
     // The best k so far, sorted best first, kept by insertion: after the first few thousand logits
     // almost every value fails the test against the k-th and costs one compare. Strict > keeps the
     // lowest id first among equal logits.
-    float val[64 + 1];
-    std::vector<float> big;
-    float* v = val;
-    if (k > 64) {
-        big.resize(size_t(k) + 1);
-        v = big.data();
-    }
+    std::vector<float> v(static_cast<size_t>(k));  // one allocation per scan of n_vocab logits
     int filled = 0;
     for (int64_t i = 0; i < n_vocab; ++i) {
         const float x = logits[i];
