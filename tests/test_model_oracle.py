@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 
+import specgen
+
 PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
@@ -66,3 +68,16 @@ def test_batch_invariance(gen):
     for bs in (2, 5, 13, 64):
         got = gen.logits(ids, batch_size=bs)
         assert np.array_equal(got, ref), f"batch_size={bs} changed logits"
+
+
+def test_thread_invariance(model_path, gen):
+    """Logits are bit-identical whatever the thread count: an SSD drafter on its own threads can hand
+    its rows to the target (spec/ssd.h)."""
+    ids = gen.tokenize("Threads split the rows of each matrix, never one row's sums. " * 2)[:30]
+    ref = gen.logits(ids, batch_size=7)
+    for n in (1, 3):
+        g = specgen.Generator(model_path, n_ctx=64, n_threads=n)
+        try:
+            assert np.array_equal(g.logits(ids, batch_size=7), ref), f"n_threads={n} changed logits"
+        finally:
+            g.close()

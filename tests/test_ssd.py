@@ -13,6 +13,8 @@
    with every round a miss and the neural backup, SSD drafts exactly what the sequential NanoSpec
    drafter drafts (same rounds, same acceptance, same |S|), so the drafts are over S and S grows by
    the sequential rule; |S| is reported; sampling at temperature 1 follows the target.
+6. Hand-over: the all-layers self drafter's hidden states and KV rows replace the target's own
+   forward of those rows, bit for bit (SPECGEN_CHECK_REUSE recomputes and compares every round).
 """
 import numpy as np
 import pytest
@@ -36,7 +38,8 @@ def ar(gen):
 
 def _ssd(model_path, **kw):
     kw.setdefault("draft", "self")
-    return specgen.Generator(model_path, n_ctx=256, n_threads=1, n_threads_draft=1, ssd=True, **kw)
+    kw.setdefault("n_threads_draft", 1)
+    return specgen.Generator(model_path, n_ctx=256, n_threads=1, ssd=True, **kw)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -90,6 +93,44 @@ def test_greedy_identity_hits(model_path, ar):
         assert s["n_accepted"] == s["n_drafted"]  # the full-depth self drafter is the target
     finally:
         g.close()
+
+
+@pytest.mark.parametrize("kw", [dict(draft_max=2, ssd_fanout=1),                      # hits
+                                dict(draft_max=3, ssd_budget=0),                      # misses: neural backup
+                                dict(draft_max=4, ssd_fanout=1, draft_p_min=0.6, nanospec=True),
+                                dict(draft_max=2, ssd_fanout=2, n_threads_draft=2)])
+def test_hand_over_is_exact(model_path, ar, monkeypatch, kw):
+    """The all-layers self drafter hands its hidden states and KV rows to the target (spec/ssd.h), so a
+    verification runs the layers only for the rows the drafter did not forward. SPECGEN_CHECK_REUSE
+    recomputes every such round with a plain forward and raises unless the logits are bit-identical;
+    sampled rounds (every row's probabilities matter) and greedy identity both run under it."""
+    monkeypatch.setenv("SPECGEN_CHECK_REUSE", "1")
+    g = _ssd(model_path, **kw)
+    try:
+        r = g.generate(PROMPT, max_tokens=N, temperature=0)
+        assert r.tokens == ar
+        assert r.stats["n_target_rows_reused"] >= r.stats["n_rounds"] - 2  # every round but the first (and the last)
+        hits = r.stats["ssd_hits"]
+        for seed in range(2):
+            r = g.generate("Once upon a time", max_tokens=N, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
+            assert r.stats["n_target_rows_reused"] > 0
+            hits += r.stats["ssd_hits"]
+        # Which rounds hit depends on timing; with budget 0 none can, otherwise some do (80% in the benchmark).
+        assert (hits == 0) if kw.get("ssd_budget") == 0 else (hits > 0)
+    finally:
+        g.close()
+
+
+def test_hand_over_off(model_path, ar):
+    """reuse_draft_hidden=False (and a partial drafter, whose rows are not the target's) verify with the full forward."""
+    for kw in (dict(reuse_draft_hidden=False), dict(self_layers=17)):
+        g = _ssd(model_path, draft_max=3, ssd_fanout=1, **kw)
+        try:
+            r = g.generate(PROMPT, max_tokens=N, temperature=0)
+            assert r.tokens == ar
+            assert r.stats["n_target_rows_reused"] == 0
+        finally:
+            g.close()
 
 
 @pytest.mark.parametrize("backup", ["neural", "fast"])

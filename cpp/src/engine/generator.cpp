@@ -1,6 +1,7 @@
 #include "engine/generator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -50,8 +51,11 @@ generator::generator(const generator_params& params) : params_(params), verifier
     cache_ = std::make_unique<kv_cache>(model_->hp(), params_.n_ctx);
     cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     verifier_ = verifier(model_->hp().n_vocab);
+    const char* check = std::getenv("SPECGEN_CHECK_REUSE");
+    check_reuse_ = check && *check && std::string(check) != "0";
     if (params_.ssd)
-        ssd_ = std::make_unique<ssd_speculator>(params_, *model_, *tokenizer_);
+        ssd_ = std::make_unique<ssd_speculator>(params_, *model_, *tokenizer_,
+                                                backend_->host_memory() ? cache_.get() : nullptr);
     else
         drafter_ = make_drafter(params_, *model_, *tokenizer_, *cache_, *backend_);
 }
@@ -279,11 +283,13 @@ void generation::target_logits(int gamma) {
     generator& g = *gen_;
     const int n_vocab = g.n_vocab(), n_layer = g.target().hp().n_layer, E = g.target().hp().n_embd;
     logits_.resize(size_t(gamma + 1) * n_vocab);
-    // All-layers shortcut: the self drafter ran every target layer on the target's cache over
-    // [pending, x_1..x_{m-1}], writing the same keys/values and hidden states a verification forward
-    // would (batch-invariant kernels), so only the rows it did not forward (x_g when it drafted the
-    // full budget) go through the layers; then one head pass over the g+1 rows.
+    // All-layers shortcut: the self drafter ran every target layer over [pending, x_1..x_{m-1}]
+    // (m = n_target_hidden), and the target's cache holds the keys/values it wrote (the sequential
+    // drafter writes the target's cache itself; SSD copied its rows in), the same a verification
+    // forward would write (batch- and thread-invariant kernels). So only the rows it did not forward
+    // (x_g when it drafted the full budget) go through the layers; then one head pass over g+1 rows.
     const int reused = g.params_.reuse_draft_hidden ? std::min(proposal_.n_target_hidden, gamma + 1) : 0;
+    stats_.n_target_rows_reused += reused;
     if (reused == 0) {
         g.eval_->forward(*g.cache_, batch_.data(), gamma + 1, n_past_, n_layer);
         g.eval_->logits(g.eval_->hidden(), gamma + 1, logits_.data());
@@ -296,6 +302,20 @@ void generation::target_logits(int gamma) {
         std::memcpy(hidden_.data() + size_t(reused) * E, g.eval_->hidden(), sizeof(float) * size_t(gamma + 1 - reused) * E);
     }
     g.eval_->logits(hidden_.data(), gamma + 1, logits_.data());
+    if (g.check_reuse_) check_reused_rows(gamma);
+}
+
+void generation::check_reused_rows(int gamma) {
+    // Debug check (SPECGEN_CHECK_REUSE=1): the plain verification forward over the same rows must give
+    // the same logits bit for bit. It rewrites the same cache rows, with the same values when it passes.
+    generator& g = *gen_;
+    const size_t n = size_t(gamma + 1) * g.n_vocab();
+    g.eval_->forward(*g.cache_, batch_.data(), gamma + 1, n_past_, g.target().hp().n_layer);
+    check_logits_.resize(n);
+    g.eval_->logits(g.eval_->hidden(), gamma + 1, check_logits_.data());
+    if (std::memcmp(check_logits_.data(), logits_.data(), n * sizeof(float)) != 0)
+        throw error("SPECGEN_CHECK_REUSE: the target rows computed from the drafter's hidden states differ from a "
+                    "verification forward at position " + std::to_string(n_past_));
 }
 
 void generation::grow_vocab(int gamma, const verify_result& vr) {

@@ -63,6 +63,7 @@ private:
     std::unique_ptr<ssd_speculator> ssd_;  // params.ssd: drafts concurrently (spec/ssd.h); drafter_ is null
     verifier verifier_;
     generation* live_ = nullptr;
+    bool check_reuse_ = false;  // $SPECGEN_CHECK_REUSE: recompute every shortcut row (generation::check_reused_rows)
 };
 
 enum class finish_reason { none, stop, length, eos, cancelled };
@@ -93,6 +94,7 @@ private:
     // The target's logits at [pending, x_1..x_g] into logits_ ([g+1, n_vocab]): one batched forward,
     // or, when the drafter's hidden states are the target's own, only the head over them.
     void target_logits(int gamma);
+    void check_reused_rows(int gamma);  // throws error unless a plain forward gives the same logits
     // After verification: NanoSpec's set grows by the target's top-k on the emitted path, the emitted
     // and the drafted tokens (the drafter's set, or the SSD speculator's: queued there, spec/ssd.h);
     // stats_.vocab_set_size follows it.
@@ -118,6 +120,7 @@ private:
     std::vector<int32_t> batch_;
     std::vector<float> logits_;
     std::vector<float> hidden_;        // [g+1, n_embd] the all-layers shortcut's rows
+    std::vector<float> check_logits_;  // check_reused_rows' scratch
     std::vector<int32_t> topk_;        // [rows, k] target top-k ids for NanoSpec's set
     int params_topk() const { return gen_->params_.nanospec_topk; }
     std::vector<int32_t> emitted_;     // x_1..x_k, y of the current round

@@ -18,6 +18,7 @@ struct generation_stats {
     std::vector<int64_t> drafted_at;   // per draft position i: rounds that drafted position i
     double draft_seconds = 0;
     double verify_seconds = 0;
+    int64_t n_target_rows_reused = 0;  // verified rows whose layers the all-layers self drafter already ran
     // Speed-of-light inputs: sums over the verified target rows.
     int64_t n_target_rows = 0;
     double sum_entropy = 0;        // sum of -sum p ln p

@@ -159,6 +159,27 @@ void kv_cache::allocate(backend& be) {
     kv_ = std::move(buf);
 }
 
+float* kv_cache::rows(int pos0, int n) const {
+    if (!kv_ || !kv_->owner().host_memory())
+        throw invalid_argument_error("KV rows can be copied only from an allocated host-memory cache");
+    if (pos0 < 0 || n < 0 || pos0 + n > n_ctx_)
+        throw invalid_argument_error("KV rows " + std::to_string(pos0) + "+" + std::to_string(n) + " outside the cache of " +
+                                     std::to_string(n_ctx_));
+    return kv_->data() + size_t(pos0) * row_floats();
+}
+
+void kv_cache::read_rows(int pos0, int n, float* out) const {
+    const float* src = rows(pos0, n);
+    const size_t span = size_t(n) * row_floats();
+    for (int l = 0; l < 2 * n_layer_; ++l) std::memcpy(out + size_t(l) * span, src + size_t(l) * layer_floats_, span * sizeof(float));
+}
+
+void kv_cache::write_rows(int pos0, int n, const float* in) {
+    float* dst = rows(pos0, n);
+    const size_t span = size_t(n) * row_floats();
+    for (int l = 0; l < 2 * n_layer_; ++l) std::memcpy(dst + size_t(l) * layer_floats_, in + size_t(l) * span, span * sizeof(float));
+}
+
 evaluator::evaluator(const model& m, backend& be)
     : m_(m), be_(be), x_(be), xn_(be), q_(be), k_(be), v_(be), attn_(be), proj_(be), gate_(be), up_(be),
       out_norm_(be), logits_(be) {}

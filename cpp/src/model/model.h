@@ -57,8 +57,16 @@ public:
     float* k(int il) { return kv_->data() + size_t(il) * layer_floats_; }                 // backend memory
     float* v(int il) { return kv_->data() + size_t(n_layer_ + il) * layer_floats_; }
     size_t bytes() const { return 2 * size_t(n_layer_) * layer_floats_ * sizeof(float); }
+    // Keys and values of rows pos0..pos0+n-1 of every layer, as [K of layer 0..n_layer-1, then V][n][row]
+    // floats (row_floats() each): how a drafter that ran every layer on the same weights hands its rows
+    // to the target's cache (spec/ssd.h). Host-memory caches only (invalid_argument_error otherwise).
+    size_t row_floats() const { return layer_floats_ / size_t(n_ctx_); }
+    void read_rows(int pos0, int n, float* out) const;
+    void write_rows(int pos0, int n, const float* in);
 
 private:
+    float* rows(int pos0, int n) const;  // checks the range and the memory; the start of K's layer 0
+
     int n_ctx_, n_layer_;
     size_t layer_floats_;
     std::unique_ptr<backend_buffer<float>> kv_;  // K of layers 0..n_layer-1, then their V

@@ -48,6 +48,7 @@ nb::dict stats_dict(const generation_stats& s) {
     d["ssd_branches"] = s.ssd_branches;
     d["ssd_wait_seconds"] = s.ssd_wait_seconds;
     d["ssd_overlap_seconds"] = s.ssd_overlap_seconds;
+    d["n_target_rows_reused"] = s.n_target_rows_reused;
     d["ssd_overlap_fraction"] = s.ssd_overlap_fraction();
     d["draft_head_seconds"] = s.draft_head_seconds;
     d["nanospec_prefill_seconds"] = s.nanospec_prefill_seconds;

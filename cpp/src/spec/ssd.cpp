@@ -90,6 +90,10 @@ struct ssd_speculator::entry {
     std::vector<int32_t> tokens;
     std::vector<token_dist> q;
     std::vector<std::vector<int32_t>> cands;
+    // Hand-over to the target (all-layers self drafter only, ssd.h): the hidden states and KV rows
+    // of the rows the draft forwarded, positions pos0.. (the bonus first).
+    int pos0 = -1;
+    std::vector<float> hidden, kv;
 };
 
 struct ssd_speculator::job {
@@ -104,7 +108,8 @@ struct ssd_speculator::job {
     uint64_t round = 0;
 };
 
-ssd_speculator::ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok)
+ssd_speculator::ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok,
+                               kv_cache* target_cache)
     : params_(params) {
     if (params_.draft == "self") {
         m_ = &target;
@@ -142,6 +147,9 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
     vocab_ = make_draft_vocab(params_, *m_);
     if (vocab_ && vocab_->grows()) s_member_.assign(size_t(m_->hp().n_vocab), 0);
     s_size_ = vocab_ ? vocab_->size() : 0;
+    // Same weights, every layer, batch- and thread-invariant kernels: the drafter's rows are the
+    // target's, so they can be handed over instead of recomputed.
+    if (params_.reuse_draft_hidden && !draft_model_ && n_layers_ == target.hp().n_layer) target_cache_ = target_cache;
 }
 
 ssd_speculator::~ssd_speculator() { end(); }
@@ -213,6 +221,21 @@ void ssd_speculator::grow_vocab(const int32_t* topk, int64_t n_rows, const int32
     }
 }
 
+void ssd_speculator::snapshot_kv(int pos0, int n_rows, std::vector<float>& kv) const {
+    kv.resize(2 * size_t(m_->hp().n_layer) * size_t(n_rows) * cache_->row_floats());
+    cache_->read_rows(pos0, n_rows, kv.data());
+}
+
+void ssd_speculator::hand_over(int pos0, const std::vector<float>& hidden, const std::vector<float>& kv,
+                               draft_proposal& out) const {
+    const int n_embd = m_->hp().n_embd, n_rows = int(hidden.size() / size_t(n_embd));
+    target_cache_->write_rows(pos0, n_rows, kv.data());
+    // The rows of [pending, x_1..x_g] the target would compute: at most g + 1 (more when max_n cut the entry).
+    const int n = std::min(n_rows, int(out.tokens.size()) + 1);
+    out.target_hidden.assign(hidden.begin(), hidden.begin() + size_t(n) * n_embd);
+    out.n_target_hidden = n;
+}
+
 void ssd_speculator::apply_growth(const std::vector<int32_t>& ids) {
     if (ids.empty()) return;
     vocab_->add(ids.data(), int64_t(ids.size()));
@@ -242,7 +265,8 @@ void ssd_speculator::top_candidates(const float* logits, int n, const int32_t* i
 }
 
 template <class Abort>
-bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort) {
+bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort,
+                                     std::vector<float>* hidden_out) {
     const int n = int(ctx.size());
     size_t lcp = 0;
     const size_t lim = std::min(cached_.size(), ctx.size());
@@ -262,6 +286,7 @@ bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std:
         for (; next_row < rows.size() && rows[next_row] < off + m; ++next_row) {
             logits_rows_[next_row].resize(size_t(n_logits));
             const float* h = eval_->hidden() + size_t(rows[next_row] - off) * n_embd;
+            if (hidden_out) hidden_out->insert(hidden_out->end(), h, h + n_embd);
             const auto t_head = clock_type::now();
             if (vocab_) vocab_->logits(*backend_, h, 1, logits_rows_[next_row].data());
             else eval_->logits(h, 1, logits_rows_[next_row].data());
@@ -274,8 +299,9 @@ bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std:
 template <class Abort>
 bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, float p_min, rng& gen, std::vector<int32_t>& tokens,
                            std::vector<token_dist>& q, std::vector<std::vector<int32_t>>& cands,
-                           const std::vector<int>& fanout, Abort should_abort) {
+                           const std::vector<int>& fanout, Abort should_abort, std::vector<float>* hidden) {
     tokens.clear();
+    if (hidden) hidden->clear();
     n = std::min(n, cache_->n_ctx() - int(ctx.size()));
     if (n <= 0) return true;
     if (q.size() < size_t(n)) q.resize(size_t(n));
@@ -287,7 +313,7 @@ bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, float p_min, 
     std::vector<int> row(1);
     for (int i = 0; i < n; ++i) {
         row[0] = int(work_.size()) - 1;
-        if (!forward_context(work_, row, should_abort)) return false;
+        if (!forward_context(work_, row, should_abort, hidden)) return false;
         const float* logits = logits_rows_[0].data();
         // Over S this is the top probability of q_S's softmax, as in drafter_neural.cpp.
         if (p_min > 0 && top_probability(logits, n_logits) < p_min) break;
@@ -320,6 +346,8 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
             out.q[i] = e.q[i];
             cur_cands_[i] = e.cands[i];
         }
+        if (target_cache_ && !e.hidden.empty() && e.pos0 == int(history.size()) - 1)
+            hand_over(e.pos0, e.hidden, e.kv, out);
         stats.ssd_hits += 1;
         return;
     }
@@ -347,8 +375,14 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
     const std::vector<int> fan = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max,
                                              accept_estimate_, kMissPowerR);
     head_seconds_ = 0;
-    draft(history, max_n, p_min, gen, out.tokens, out.q, cur_cands_, fan, [] { return false; });
+    draft(history, max_n, p_min, gen, out.tokens, out.q, cur_cands_, fan, [] { return false; },
+          target_cache_ ? &backup_hidden_ : nullptr);
     cur_cands_.resize(out.tokens.size());
+    if (target_cache_ && !backup_hidden_.empty()) {
+        const int pos0 = int(history.size()) - 1;
+        snapshot_kv(pos0, int(backup_hidden_.size() / size_t(m_->hp().n_embd)), backup_kv_);
+        hand_over(pos0, backup_hidden_, backup_kv_, out);
+    }
     stats.draft_seconds += seconds_between(t1, clock_type::now());
     stats.draft_head_seconds += head_seconds_;
 }
@@ -453,7 +487,7 @@ void ssd_speculator::run_job(const job& j) {
             row_of[size_t(k)] = int(rows.size());
             rows.push_back(j.n_hist - 1 + k);
         }
-    if (!forward_context(j.ctx, rows, [&] { return interrupt_.load(std::memory_order_relaxed); })) return;
+    if (!forward_context(j.ctx, rows, [&] { return interrupt_.load(std::memory_order_relaxed); }, nullptr)) return;
     const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab;
     const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
     struct branch {
@@ -504,7 +538,11 @@ void ssd_speculator::run_job(const job& j) {
             return verdict_posted_ && !(verdict_k_ == br.k && verdict_y_ == br.bonus);
         };
         const bool done = draft(ctx_b, params_.draft_max, params_.draft_p_min, gen, e.tokens, e.q, e.cands,
-                                j.fanout_next, abort);
+                                j.fanout_next, abort, target_cache_ ? &e.hidden : nullptr);
+        if (done && target_cache_) {  // still "drafting (k, bonus)": a target waiting for this hit waits for this too
+            e.pos0 = int(ctx_b.size()) - 1;
+            snapshot_kv(e.pos0, int(e.hidden.size() / size_t(m_->hp().n_embd)), e.kv);
+        }
         {
             std::lock_guard<std::mutex> lock(mu_);
             cur_k_ = -1;

@@ -36,6 +36,18 @@
 // drafter_neural.cpp), so a branch that overwrote rows of the main line is simply recomputed next
 // time (a few rows, batched). Nothing is copied, and a hit costs no KV work beyond those rows.
 //
+// Hand-over (draft "self" with every layer, reuse_draft_hidden): that drafter runs the target's own
+// layers on the target's weights, and the kernels are batch- and thread-invariant, so the hidden
+// states and KV rows it computes for [bonus, x'_1..x'_{g-1}] are exactly the target's. Every draft
+// (branch or neural backup) records the hidden states of the rows it forwarded and a copy of their
+// KV rows (taken by the drafter's owner right after the draft, before any other branch overwrites
+// them in place); acquire() writes those KV rows into the target's cache at the positions the
+// target would write them and hands the hidden states over in draft_proposal::target_hidden, so the
+// verification forwards only x'_g (the row no draft needed) and runs the head over g+1 rows. Only
+// main writes the target's cache, and only between verifications. SPECGEN_CHECK_REUSE=1 recomputes
+// every such verification with a plain forward and raises unless the logits are bit-identical
+// (tests/test_ssd.py).
+//
 // NanoSpec / FR-Spec (params.nanospec, params.frspec; ALGORITHMS.md section 3, spec/nanospec_vocab.h):
 // the speculator owns the draft head's token set S over its drafter's head, and every draft row it
 // computes (the l_k of step A, each drafted position of a branch or of the neural backup) is the head
@@ -111,7 +123,10 @@ class ssd_speculator {
 public:
     // Loads the drafter (params.draft: "self" or a draft GGUF path) with its own backend of
     // n_threads_draft threads and its own KV cache. Throws invalid_argument_error for "ngram" or "".
-    ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok);
+    // target_cache: the target's KV cache (host memory) for the hand-over of an all-layers self
+    // drafter's rows (see the top); null never hands over.
+    ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok,
+                   kv_cache* target_cache = nullptr);
     ~ssd_speculator();
     ssd_speculator(const ssd_speculator&) = delete;
     ssd_speculator& operator=(const ssd_speculator&) = delete;
@@ -149,15 +164,22 @@ private:
     void run_job(const job& j);
     // Drafts up to n tokens after ctx (its last token not yet forwarded) with rng `gen`, writing
     // tokens, proposals q' and per-position candidates (raw top logits); stops early at p_min or
-    // when should_abort() says so (then returns false).
+    // when should_abort() says so (then returns false). hidden (when not null): the hidden states of
+    // the rows it forwarded for its draft positions, [rows, n_embd], the row of ctx's last token first.
     template <class Abort>
     bool draft(const std::vector<int32_t>& ctx, int n, float p_min, rng& gen, std::vector<int32_t>& tokens,
                std::vector<token_dist>& q, std::vector<std::vector<int32_t>>& cands, const std::vector<int>& fanout,
-               Abort should_abort);
+               Abort should_abort, std::vector<float>* hidden);
     // Forwards ctx rows [n_keep, ctx.size()) after truncating cached_ to the LCP; for each row r in
-    // `rows` (ascending) writes raw logits to logits_rows_[i].
+    // `rows` (ascending) writes raw logits to logits_rows_[i] and appends its hidden state to
+    // hidden_out (when not null).
     template <class Abort>
-    bool forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort);
+    bool forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort,
+                         std::vector<float>* hidden_out);
+    // The hand-over: the drafter's KV rows pos0..pos0+n_rows-1 (kv_cache::read_rows' layout), and
+    // writing them into the target's cache with the hidden states into out.target_hidden.
+    void snapshot_kv(int pos0, int n_rows, std::vector<float>& kv) const;
+    void hand_over(int pos0, const std::vector<float>& hidden, const std::vector<float>& kv, draft_proposal& out) const;
     // The fanout_max + 1 largest of logits[0, n) as token ids (ids[i], or i when ids is null).
     void top_candidates(const float* logits, int n, const int32_t* ids, std::vector<int32_t>& out) const;
     // Adds queued growth to S (the drafter's owner only: the worker in a job, main while idle).
@@ -174,6 +196,7 @@ private:
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<drafter> ngram_;  // fast backup
     std::unique_ptr<nanospec_vocab> vocab_;  // S over m_'s head (null: full head); drafter state
+    kv_cache* target_cache_ = nullptr;       // set: hand drafted rows over to the target (all-layers self)
     int fanout_max_;
 
     // Request state (main thread between launches; worker reads copies through `job`).
@@ -198,6 +221,7 @@ private:
     logits_processor processor_;
     double head_seconds_ = 0;       // time in the draft head (the backup's: draft_head_seconds)
     token_dist q_raw_;
+    std::vector<float> backup_hidden_, backup_kv_;  // the neural backup's hand-over (main thread)
     mutable std::vector<std::pair<float, int32_t>> heap_;
 
     // Speculation cache: fixed storage, n_entries_ used (guarded by mu_ while the worker runs).
