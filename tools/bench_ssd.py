@@ -69,6 +69,11 @@ def main():
             "ssd self L9 g2 F4 fast" + sfx: dict(draft="self", self_layers=9, draft_max=2, ssd_fanout=4,
                                                  ssd_backup="fast", **hk),
             "ssd self L18 g2 F1" + sfx: dict(draft="self", self_layers=0, draft_max=2, ssd_fanout=1, **hk),
+            "ssd self L18 g3 F1" + sfx: dict(draft="self", self_layers=0, draft_max=3, ssd_fanout=1, **hk),
+            "ssd self L18 g3 F1 no hand-over" + sfx: dict(draft="self", self_layers=0, draft_max=3, ssd_fanout=1,
+                                                          reuse_draft_hidden=False, **hk),
+            "ssd self L18 g3 F1 fast" + sfx: dict(draft="self", self_layers=0, draft_max=3, ssd_fanout=1,
+                                                  ssd_backup="fast", **hk),
             "ssd self L18 g4 F2" + sfx: dict(draft="self", self_layers=0, draft_max=4, ssd_fanout=2, **hk),
             "ssd self L6 g1 F8" + sfx: dict(draft="self", self_layers=6, draft_max=1, ssd_fanout=8, **hk),
         })
@@ -89,7 +94,7 @@ def main():
     best_seq = max((k for k in seq if k != "ar"), key=tps.get)
     print(f"model {a.model}, {a.threads} threads total, {a.tokens} tokens x {len(PROMPTS)} prompts x {a.reps} reps, "
           f"temperature {a.temperature}")
-    print(f"{'config':28s} {'tok/s':>7s} {'x best SD':>9s} {'mal':>5s} {'hit':>6s} {'branches/rnd':>12s} "
+    print(f"{'config':34s} {'tok/s':>7s} {'x best SD':>9s} {'mal':>5s} {'hit':>6s} {'branches/rnd':>12s} "
           f"{'target wait':>11s} {'overlap':>7s} {'|S|':>6s}")
     for k in res:
         s_all = res[k]
@@ -102,7 +107,7 @@ def main():
         br = sum(s["ssd_branches"] for s in s_all) / rounds
         is_ssd = k.startswith("ssd")
         vs = max(s.get("vocab_set_size", 0) for s in s_all)
-        print(f"{k:28s} {tps[k]:7.2f} {tps[k] / tps[best_seq]:9.2f} {mal:5.2f} "
+        print(f"{k:34s} {tps[k]:7.2f} {tps[k] / tps[best_seq]:9.2f} {mal:5.2f} "
               f"{(f'{100 * hits / looks:5.1f}%' if is_ssd and looks else '-'):>6s} "
               f"{(f'{br:.2f}' if is_ssd else '-'):>12s} "
               f"{(f'{100 * wait:5.1f}%' if is_ssd else '-'):>11s} {(f'{100 * ovl:5.1f}%' if is_ssd else '-'):>7s} "

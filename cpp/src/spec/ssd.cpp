@@ -104,6 +104,7 @@ struct ssd_speculator::job {
     std::vector<int> fanout;                  // [K+1] F_k for this round's outcomes
     std::vector<int> fanout_next;             // [draft_max+1] F for the branches' own positions
     std::vector<int32_t> grow;                // NanoSpec: ids to add to S before drafting (ssd.h)
+    std::vector<float> last_hidden;           // [n_embd] hand-over: x_K's hidden state (empty: unknown)
     double a = 0.5;
     uint64_t round = 0;
 };
@@ -266,7 +267,7 @@ void ssd_speculator::top_candidates(const float* logits, int n, const int32_t* i
 
 template <class Abort>
 bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort,
-                                     std::vector<float>* hidden_out) {
+                                     std::vector<float>* hidden_out, bool head) {
     const int n = int(ctx.size());
     size_t lcp = 0;
     const size_t lim = std::min(cached_.size(), ctx.size());
@@ -275,8 +276,7 @@ bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std:
     if (!rows.empty()) n_keep = std::min(n_keep, rows.front());
     cached_.resize(size_t(n_keep));
     if (logits_rows_.size() < rows.size()) logits_rows_.resize(rows.size());
-    // The head over S (NanoSpec / FR-Spec) or over the whole vocabulary.
-    const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab, n_embd = m_->hp().n_embd;
+    const int n_embd = m_->hp().n_embd;
     size_t next_row = 0;
     for (int off = n_keep; off < n; off += kChunk) {
         if (should_abort()) return false;
@@ -284,16 +284,21 @@ bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std:
         eval_->forward(*cache_, ctx.data() + off, m, off, n_layers_);
         cached_.insert(cached_.end(), ctx.begin() + off, ctx.begin() + off + m);
         for (; next_row < rows.size() && rows[next_row] < off + m; ++next_row) {
-            logits_rows_[next_row].resize(size_t(n_logits));
             const float* h = eval_->hidden() + size_t(rows[next_row] - off) * n_embd;
             if (hidden_out) hidden_out->insert(hidden_out->end(), h, h + n_embd);
-            const auto t_head = clock_type::now();
-            if (vocab_) vocab_->logits(*backend_, h, 1, logits_rows_[next_row].data());
-            else eval_->logits(h, 1, logits_rows_[next_row].data());
-            head_seconds_ += seconds_between(t_head, clock_type::now());
+            if (head) head_row(h, logits_rows_[next_row]);
         }
     }
     return true;
+}
+
+void ssd_speculator::head_row(const float* h, std::vector<float>& logits) {
+    // The head over S (NanoSpec / FR-Spec) or over the whole vocabulary.
+    logits.resize(size_t(vocab_ ? vocab_->size() : m_->hp().n_vocab));
+    const auto t_head = clock_type::now();
+    if (vocab_) vocab_->logits(*backend_, h, 1, logits.data());
+    else eval_->logits(h, 1, logits.data());
+    head_seconds_ += seconds_between(t_head, clock_type::now());
 }
 
 template <class Abort>
@@ -313,7 +318,7 @@ bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, float p_min, 
     std::vector<int> row(1);
     for (int i = 0; i < n; ++i) {
         row[0] = int(work_.size()) - 1;
-        if (!forward_context(work_, row, should_abort, hidden)) return false;
+        if (!forward_context(work_, row, should_abort, hidden, true)) return false;
         const float* logits = logits_rows_[0].data();
         // Over S this is the top probability of q_S's softmax, as in drafter_neural.cpp.
         if (p_min > 0 && top_probability(logits, n_logits) < p_min) break;
@@ -325,6 +330,12 @@ bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, float p_min, 
         const int32_t x = sample_token(q[size_t(i)], gen);
         tokens.push_back(x);
         work_.push_back(x);
+    }
+    // For the hand-over, x_n's row too (no head): the verification then forwards nothing, and the
+    // next job takes l_n from this hidden state (ssd.h). A p_min stop has forwarded it already.
+    if (hidden && tokens.size() == size_t(n)) {
+        row[0] = int(work_.size()) - 1;
+        if (!forward_context(work_, row, should_abort, hidden, false)) return false;
     }
     return true;
 }
@@ -399,6 +410,9 @@ void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_pro
     j->fanout = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, gamma, j->a, kMissPowerR);
     j->fanout_next = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max, j->a, kMissPowerR);
     j->round = ++round_;
+    const size_t n_embd = size_t(m_->hp().n_embd);
+    if (target_cache_ && prop.n_target_hidden > gamma)  // row gamma is x_gamma's (pending's for gamma = 0)
+        j->last_hidden.assign(prop.target_hidden.begin() + gamma * n_embd, prop.target_hidden.begin() + (gamma + 1) * n_embd);
     j->grow.swap(grow_pending_);
     grow_pending_.clear();
     last_gamma_ = gamma;
@@ -479,15 +493,24 @@ void ssd_speculator::worker_loop() {
 void ssd_speculator::run_job(const job& j) {
     apply_growth(j.grow);  // first, whatever happens next: S is fixed for the rest of the job
     const int K = j.K;
-    // A. l_0..l_K: head rows only where the candidates are not known yet.
+    // A. l_0..l_K: head rows only where the candidates are not known yet. l_K's row is forwarded
+    // unless the proposal's draft did it already (the hand-over's hidden state came with the job).
+    const bool have_last = !j.last_hidden.empty();
     std::vector<int> rows;
     std::vector<int> row_of(size_t(K) + 1, -1);
     for (int k = 0; k <= K; ++k)
-        if (k == K || j.cands[size_t(k)].empty()) {
+        if (k == K ? !have_last : j.cands[size_t(k)].empty()) {
             row_of[size_t(k)] = int(rows.size());
             rows.push_back(j.n_hist - 1 + k);
         }
-    if (!forward_context(j.ctx, rows, [&] { return interrupt_.load(std::memory_order_relaxed); }, nullptr)) return;
+    if (!rows.empty() &&
+        !forward_context(j.ctx, rows, [&] { return interrupt_.load(std::memory_order_relaxed); }, nullptr, true))
+        return;
+    if (have_last) {
+        row_of[size_t(K)] = int(rows.size());
+        if (logits_rows_.size() <= rows.size()) logits_rows_.resize(rows.size() + 1);
+        head_row(j.last_hidden.data(), logits_rows_[rows.size()]);
+    }
     const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab;
     const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
     struct branch {

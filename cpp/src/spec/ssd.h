@@ -38,13 +38,14 @@
 //
 // Hand-over (draft "self" with every layer, reuse_draft_hidden): that drafter runs the target's own
 // layers on the target's weights, and the kernels are batch- and thread-invariant, so the hidden
-// states and KV rows it computes for [bonus, x'_1..x'_{g-1}] are exactly the target's. Every draft
-// (branch or neural backup) records the hidden states of the rows it forwarded and a copy of their
-// KV rows (taken by the drafter's owner right after the draft, before any other branch overwrites
-// them in place); acquire() writes those KV rows into the target's cache at the positions the
-// target would write them and hands the hidden states over in draft_proposal::target_hidden, so the
-// verification forwards only x'_g (the row no draft needed) and runs the head over g+1 rows. Only
-// main writes the target's cache, and only between verifications. SPECGEN_CHECK_REUSE=1 recomputes
+// states and KV rows it computes for [bonus, x'_1..x'_g] are exactly the target's. Every draft
+// (branch or neural backup) also forwards its last token x'_g (body only), records the hidden
+// states of its g+1 rows and a copy of their KV rows (taken by the drafter's owner right after the
+// draft, before any other branch overwrites them in place); acquire() writes those KV rows into the
+// target's cache at the positions the target would write them and hands the hidden states over in
+// draft_proposal::target_hidden, so the verification runs no layer at all, only the head over the
+// g+1 rows, and the next job computes l_g from x'_g's hidden state instead of forwarding it again.
+// Only main writes the target's cache, and only between verifications. SPECGEN_CHECK_REUSE=1 recomputes
 // every such verification with a plain forward and raises unless the logits are bit-identical
 // (tests/test_ssd.py).
 //
@@ -165,17 +166,19 @@ private:
     // Drafts up to n tokens after ctx (its last token not yet forwarded) with rng `gen`, writing
     // tokens, proposals q' and per-position candidates (raw top logits); stops early at p_min or
     // when should_abort() says so (then returns false). hidden (when not null): the hidden states of
-    // the rows it forwarded for its draft positions, [rows, n_embd], the row of ctx's last token first.
+    // [ctx's last token, x_1..x_m] (m = the tokens drafted, x_m's forwarded for it), [m + 1, n_embd].
     template <class Abort>
     bool draft(const std::vector<int32_t>& ctx, int n, float p_min, rng& gen, std::vector<int32_t>& tokens,
                std::vector<token_dist>& q, std::vector<std::vector<int32_t>>& cands, const std::vector<int>& fanout,
                Abort should_abort, std::vector<float>* hidden);
     // Forwards ctx rows [n_keep, ctx.size()) after truncating cached_ to the LCP; for each row r in
-    // `rows` (ascending) writes raw logits to logits_rows_[i] and appends its hidden state to
-    // hidden_out (when not null).
+    // `rows` (ascending) writes raw logits to logits_rows_[i] (when head) and appends its hidden
+    // state to hidden_out (when not null).
     template <class Abort>
     bool forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort,
-                         std::vector<float>* hidden_out);
+                         std::vector<float>* hidden_out, bool head);
+    // logits = the draft head (over S, or the full vocabulary) of one hidden state; adds to head_seconds_.
+    void head_row(const float* h, std::vector<float>& logits);
     // The hand-over: the drafter's KV rows pos0..pos0+n_rows-1 (kv_cache::read_rows' layout), and
     // writing them into the target's cache with the hidden states into out.target_hidden.
     void snapshot_kv(int pos0, int n_rows, std::vector<float>& kv) const;
