@@ -34,7 +34,8 @@
 // place at the positions they would occupy; `cached_` records which tokens the cache rows hold, and
 // every forward first keeps only the longest common prefix with the context it needs (as in
 // drafter_neural.cpp), so a branch that overwrote rows of the main line is simply recomputed next
-// time (a few rows, batched). Nothing is copied, and a hit costs no KV work beyond those rows.
+// time (a few rows, batched). No rows are copied between branches, and a hit costs no KV work beyond
+// those rows.
 //
 // Hand-over (draft "self" with every layer, reuse_draft_hidden): that drafter runs the target's own
 // layers on the target's weights, and the kernels are batch- and thread-invariant, so the hidden
