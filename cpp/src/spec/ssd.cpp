@@ -24,6 +24,7 @@ double seconds_between(clock_type::time_point a, clock_type::time_point b) {
 }
 constexpr int kChunk = 128;
 constexpr double kMissPowerR = 1.0;  // r of the power-law miss model (geometric schedule)
+constexpr double kAcceptDecay = 0.9;  // per round, of the acceptance estimate's sums
 
 uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
     x += 0x9E3779B97F4A7C15ull;
@@ -155,6 +156,10 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
 
 ssd_speculator::~ssd_speculator() { end(); }
 
+double ssd_speculator::accept_estimate() const {
+    return std::min(0.95, std::max(0.05, accepted_sum_ / tried_sum_));
+}
+
 uint64_t ssd_speculator::stream_seed(uint64_t tag, int k, int32_t bonus) const {
     return mix64(mix64(mix64(seed_ ^ 0x55D5A6A0ull) ^ tag) ^ (uint64_t(uint32_t(k)) << 32 | uint32_t(bonus)));
 }
@@ -177,7 +182,6 @@ void ssd_speculator::begin(const std::vector<int32_t>& prompt, const sampling_pa
     seed_ = seed;
     method_ = method;
     round_ = 0;
-    accept_estimate_ = 0.5;
     hit_ = -1;
     have_verdict_ = false;
     n_entries_ = 0;
@@ -384,7 +388,7 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
     grow_pending_.clear();
     rng gen(stream_seed(round_ + 1, -1, -1));
     const std::vector<int> fan = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max,
-                                             accept_estimate_, kMissPowerR);
+                                             accept_estimate(), kMissPowerR);
     head_seconds_ = 0;
     draft(history, max_n, p_min, gen, out.tokens, out.q, cur_cands_, fan, [] { return false; },
           target_cache_ ? &backup_hidden_ : nullptr);
@@ -406,7 +410,7 @@ void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_pro
     j->K = gamma;
     j->cands.resize(size_t(gamma));
     for (int i = 0; i < gamma && i < int(cur_cands_.size()); ++i) j->cands[size_t(i)] = cur_cands_[size_t(i)];
-    j->a = std::min(0.95, std::max(0.05, accept_estimate_));
+    j->a = accept_estimate();
     j->fanout = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, gamma, j->a, kMissPowerR);
     j->fanout_next = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max, j->a, kMissPowerR);
     j->round = ++round_;
@@ -449,7 +453,10 @@ void ssd_speculator::resolve(int n_accepted, int32_t next_token, generation_stat
     for (int i = 0; i < n_entries_; ++i)
         if (entries_[size_t(i)].round == round_ && entries_[size_t(i)].k == n_accepted && entries_[size_t(i)].bonus == next_token) hit_ = i;
     have_verdict_ = true;
-    if (last_gamma_ > 0) accept_estimate_ = 0.9 * accept_estimate_ + 0.1 * double(n_accepted) / last_gamma_;
+    if (last_gamma_ > 0) {  // a round is k successes, then one failure unless all were accepted
+        accepted_sum_ = kAcceptDecay * accepted_sum_ + n_accepted;
+        tried_sum_ = kAcceptDecay * tried_sum_ + n_accepted + (n_accepted < last_gamma_ ? 1 : 0);
+    }
     stats.ssd_branches += branches_;
     stats.ssd_overlap_seconds += overlap_seconds_;
     branches_ = 0;

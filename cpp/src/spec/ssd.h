@@ -208,7 +208,11 @@ private:
     uint64_t seed_ = 0;
     verify_method method_ = verify_method::block;
     uint64_t round_ = 0;
-    double accept_estimate_ = 0.5;  // running mean acceptance: P(outcome k) for branch order and geometric F_k
+    // Per-token acceptance a (P(outcome k) = a^k (1 - a), a^K for k = K: branch order, geometric F_k):
+    // the maximum-likelihood estimate over recent rounds, accepted / (accepted + rejections), with
+    // exponentially decayed sums. Kept across requests (prior 0.5): it orders work, never changes output.
+    double accepted_sum_ = 1, tried_sum_ = 2;
+    double accept_estimate() const;
     int last_gamma_ = 0;
     std::vector<std::vector<int32_t>> cur_cands_;  // candidates of the proposal being verified
     int hit_ = -1;                  // entry index of the last verdict's hit, -1 miss
