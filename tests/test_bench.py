@@ -95,9 +95,11 @@ def test_parse_config():
     assert bench.parse_config("ar").is_ar
     c = bench.parse_config("ssd:ns:k16")
     assert c.ssd and c.nanospec and c.nanospec_topk == 16 and c.name == "ssd:ns:k16:block"
+    c = bench.parse_config("ssd:ns:k16:f1:fast:g3")
+    assert (c.ssd_fanout, c.ssd_backup, c.gamma, c.name) == (1, "fast", 3, "ssd:ns:k16:f1:fast:block:g3")
     c = bench.parse_config("nanospec:k8:g4")
     assert c.nanospec and not c.ssd and c.nanospec_topk == 8 and c.name == "nanospec:k8:block:g4"
-    for bad in ("ngram:k16", "self6:k0", "frspec:ns", "nanospec:k65"):
+    for bad in ("ngram:k16", "self6:k0", "frspec:ns", "nanospec:k65", "self:f2", "nanospec:fast", "ssd:f0"):
         with pytest.raises(ValueError):
             bench.parse_config(bad)
     with pytest.raises(ValueError):

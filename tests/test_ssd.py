@@ -156,6 +156,17 @@ def test_greedy_identity_partial_drafter(model_path, ar, schedule):
         g.close()
 
 
+@pytest.mark.parametrize("n_threads, n_threads_draft, want", [(2, None, (1, 1)), (1, None, (1, 1)), (3, None, (2, 1)),
+                                                             (4, None, (2, 2)), (2, 1, (2, 1))])
+def test_thread_split(model_path, n_threads, n_threads_draft, want):
+    """Target and drafter run at once, so without n_threads_draft the threads are split, not doubled."""
+    with specgen.Generator(model_path, n_ctx=64, ssd=True, draft="self", n_threads=n_threads,
+                           n_threads_draft=n_threads_draft) as g:
+        assert (g.n_threads, g.n_threads_draft) == want
+    with specgen.Generator(model_path, n_ctx=64, draft="self", n_threads=n_threads) as g:
+        assert g.n_threads == n_threads  # sequential drafting keeps every thread for both
+
+
 def test_parameter_checks(model_path):
     with pytest.raises(InvalidParameterError):
         specgen.Generator(model_path, ssd=True)  # no drafter

@@ -63,7 +63,7 @@ general:
   -n,  --n-predict N          tokens to generate, -1 = until EOS or the context is full (default: 256)
   -c,  --ctx-size N           context size in tokens (default: 4096)
   -t,  --threads N            compute threads (default: all cores, at most 8)
-  -td, --threads-draft N      SSD drafter threads (default: same as --threads)
+  -td, --threads-draft N      SSD drafter threads (default: half of --threads, the target keeps the rest)
        --device DEV           cpu, cuda or cuda:N (default: cpu)
   -ngl, --n-gpu-layers N      llama.cpp compatibility: N > 0 runs the whole model on CUDA (no partial
                               offload), 0 on the CPU

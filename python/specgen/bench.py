@@ -15,7 +15,11 @@ A configuration spec is ``NAME[:OPTION]...``:
   drafting), or ``model=PATH`` (a draft GGUF or Hub reference).
 - OPTION: ``block`` or ``token`` (verifier; default block), ``gN`` (gamma = draft_max, overriding
   ``--draft-max``), ``ns`` (the NanoSpec head for a ``self``/``ssd`` drafter), ``kN``
-  (``nanospec_topk = N``; NanoSpec configurations only).
+  (``nanospec_topk = N``; NanoSpec configurations only), ``fN`` (``ssd_fanout = N``) and ``fast``
+  (``ssd_backup="fast"``), SSD configurations only.
+
+An SSD configuration at ``-t T`` runs T threads in all: the drafter gets T // 2 (at least 1), the
+target the rest (Generator's split).
 
 Every configuration runs at every ``--draft-max`` (not AR), ``--threads`` and ``--temp`` value.
 Plain decoding is always measured too: speedups are ratios of median decode tokens/s against it in
@@ -62,6 +66,8 @@ class Config:
     ssd: bool = False
     frspec: int = 0
     nanospec_topk: int = 3
+    ssd_fanout: int = 4
+    ssd_backup: str = "neural"
     gamma: Optional[int] = None  # fixed by a gN option; else from --draft-max
 
     @property
@@ -69,7 +75,7 @@ class Config:
         return self.draft is None
 
 
-_OPTION = re.compile(r"^(block|token|g\d+|k\d+|ns)$")
+_OPTION = re.compile(r"^(block|token|g\d+|k\d+|f\d+|ns|fast)$")
 
 
 def parse_config(spec: str) -> Config:
@@ -79,14 +85,18 @@ def parse_config(spec: str) -> Config:
     while len(parts) > 1 and _OPTION.match(parts[-1]):
         opts.insert(0, parts.pop())
     name = ":".join(parts)
-    verify, gamma, topk, ns = "block", None, None, False
+    verify, gamma, topk, ns, fanout, fast = "block", None, None, False, None, False
     for o in opts:
         if o in ("block", "token"):
             verify = o
         elif o == "ns":
             ns = True
+        elif o == "fast":
+            fast = True
         elif o.startswith("k"):
             topk = int(o[1:])
+        elif o.startswith("f"):
+            fanout = int(o[1:])
         else:
             gamma = int(o[1:])
             if gamma < 1:
@@ -121,7 +131,16 @@ def parse_config(spec: str) -> Config:
         if not 1 <= topk <= 64:
             raise ValueError(f"config {spec!r}: k must be in [1, 64]")
         kw["nanospec_topk"] = topk
+    if (fanout is not None or fast) and not kw.get("ssd"):
+        raise ValueError(f"config {spec!r}: fN/fast apply to ssd drafters only")
+    if fanout is not None:
+        if not 1 <= fanout <= 64:
+            raise ValueError(f"config {spec!r}: f must be in [1, 64]")
+        kw["ssd_fanout"] = fanout
+    if fast:
+        kw["ssd_backup"] = "fast"
     canon = (name + (":ns" if ns and m and m.group(1) != "nanospec" else "") + (f":k{topk}" if topk is not None else "")
+             + (f":f{fanout}" if fanout is not None else "") + (":fast" if fast else "")
              + ":" + verify + (f":g{gamma}" if gamma else ""))
     return Config(name=canon, verify=verify, gamma=gamma, **kw)
 
@@ -151,7 +170,8 @@ class Cell:
     @property
     def generator_key(self) -> Tuple:
         return (self.config.draft, self.config.verify, self.config.self_layers, self.config.nanospec,
-                self.config.nanospec_topk, self.config.ssd, self.config.frspec, self.gamma, self.threads)
+                self.config.nanospec_topk, self.config.ssd, self.config.ssd_fanout, self.config.ssd_backup,
+                self.config.frspec, self.gamma, self.threads)
 
     @property
     def baseline_key(self) -> Tuple:
@@ -308,6 +328,8 @@ def _load(cell: Cell, model, n_ctx: int):
     if not c.is_ar:
         kw.update(draft=c.draft, verify=c.verify, draft_max=cell.gamma, self_layers=c.self_layers,
                   nanospec=c.nanospec, nanospec_topk=c.nanospec_topk, ssd=c.ssd, frspec=c.frspec)
+        if c.ssd:
+            kw.update(ssd_fanout=c.ssd_fanout, ssd_backup=c.ssd_backup)
     return Generator(model, **kw)
 
 

@@ -67,7 +67,8 @@ class Generator:
     ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
 
     SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
-    ``n_threads_draft`` threads while the target verifies, pre-drafting the next round for the
+    ``n_threads_draft`` threads while the target verifies (unset: ``n_threads`` is split, half for the
+    drafter, the rest for the target; ``n_threads`` / ``n_threads_draft`` give the split in effect), pre-drafting the next round for the
     ``ssd_fanout`` most likely bonus tokens of every outcome (``ssd_fanout_schedule`` "uniform" or
     "geometric"), at most ``ssd_budget`` branches per round (-1: until the verdict). A cache miss runs
     ``ssd_backup``: "neural" (draft now) or "fast" (n-gram). ``saguaro_c`` in [0, 1] down-weights the
@@ -213,6 +214,16 @@ class Generator:
     @property
     def n_ctx(self) -> int:
         return self._g.n_ctx
+
+    @property
+    def n_threads(self) -> int:
+        """The target's threads."""
+        return self._g.n_threads
+
+    @property
+    def n_threads_draft(self) -> int:
+        """The SSD drafter's threads (without ``ssd``: as passed, 0 when not)."""
+        return self._g.n_threads_draft
 
     @property
     def metadata(self) -> Dict[str, str]:

@@ -99,7 +99,7 @@ typedef enum specgen_verify {
 typedef struct specgen_generator_params {
     int32_t n_ctx;           /* context length in tokens, [1, 1048576]; default 4096 */
     int32_t n_threads;       /* compute threads, [0, 512]; 0: all cores (at most 8) */
-    int32_t n_threads_draft; /* SSD drafter threads, [0, 512]; 0: same as n_threads */
+    int32_t n_threads_draft; /* SSD drafter threads, [0, 512]; 0: half of n_threads (the target keeps the rest) */
 
     /* Speculation. */
     specgen_draft_kind draft_kind; /* default SPECGEN_DRAFT_KIND_NONE */

@@ -40,6 +40,13 @@ const char* finish_reason_name(finish_reason r) {
 generator::generator(const generator_params& params) : params_(params), verifier_(1) {
     params_.validate();
     if (params_.n_threads == 0) params_.n_threads = default_threads();
+    if (params_.ssd && params_.n_threads_draft == 0) {
+        // Target and drafter run at the same time: split the threads rather than oversubscribe the
+        // cores (one each at n_threads 1).
+        const int total = params_.n_threads;
+        params_.n_threads_draft = std::max(1, total / 2);
+        params_.n_threads = std::max(1, total - params_.n_threads_draft);
+    }
     backend_ = make_backend(params_.device, params_.n_threads);  // first: an unusable device fails fast
     file_ = std::make_shared<gguf_file>(params_.model_path);
     model_ = std::make_unique<model>(file_);

@@ -17,7 +17,7 @@ struct generator_params {
     std::string model_path;
     int32_t n_ctx = 4096;
     int32_t n_threads = 0;        // 0: all cores (at most 8)
-    int32_t n_threads_draft = 0;  // SSD drafter threads; 0: same as n_threads
+    int32_t n_threads_draft = 0;  // SSD drafter threads; 0: half of n_threads, the target keeps the rest
     // Where the model runs: "cpu", "cuda" (device 0) or "cuda:N". CUDA holds the weights, KV caches
     // and activations in device memory; sampling and verification stay on the host.
     std::string device = "cpu";

@@ -171,6 +171,7 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("architecture", [](const generator& g) { return std::string(model_arch_name(g.target().hp().arch)); })
         .def_prop_ro("n_layer", [](const generator& g) { return g.target().hp().n_layer; })
         .def_prop_ro("n_threads", [](const generator& g) { return g.params().n_threads; })
+        .def_prop_ro("n_threads_draft", [](const generator& g) { return g.params().n_threads_draft; })
         .def_prop_ro("device", [](const generator& g) { return g.params().device; })
         .def_prop_ro("bytes_per_token", [](const generator& g) { return g.target().bytes_per_token(); })
         .def_prop_ro("file_size", [](const generator& g) { return g.file().file_size(); })
