@@ -49,7 +49,8 @@ __all__ = ["Config", "parse_config", "load_prompts", "run", "core", "main", "PRO
 
 PROMPT_DIR = Path(__file__).with_name("prompts")
 PROMPT_SETS = ("text", "edit", "code", "chat")
-DEFAULT_CONFIGS = "ar,ngram:token,ngram:block,self6:token,self6:block,nanospec6:block,ssd6:block"
+# What works on the reference model (docs/bench/REPORT.md); partial self drafters (selfL) are slower here.
+DEFAULT_CONFIGS = "ar,ngram:token,ngram:block,self:block,nanospec:block,nanospec:k16:block,ssd:ns:k16:f1:fast:g3"
 NOT_IMPLEMENTED = "n/a (not implemented)"
 
 
