@@ -98,6 +98,7 @@ def test_greedy_identity_hits(model_path, ar):
 @pytest.mark.parametrize("kw", [dict(draft_max=2, ssd_fanout=1),                      # hits
                                 dict(draft_max=3, ssd_budget=0),                      # misses: neural backup
                                 dict(draft_max=4, ssd_fanout=1, draft_p_min=0.6, nanospec=True),
+                                dict(draft_max=3, ssd_fanout=1, draft_p_min=0.8, draft_min=2),  # gamma cut to 0
                                 dict(draft_max=2, ssd_fanout=2, n_threads_draft=2)])
 def test_hand_over_is_exact(model_path, ar, monkeypatch, kw):
     """The all-layers self drafter hands its hidden states and KV rows to the target (spec/ssd.h), so a
