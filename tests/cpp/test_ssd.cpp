@@ -6,11 +6,14 @@
 // Model: argv[1] or $SPECGEN_TEST_MODEL (a Gemma 3 270M GGUF); without one the test is skipped.
 // FR-Spec table: $SPECGEN_FRSPEC_TABLE (python/specgen/data/frspec_gemma3_top32768.bin); without it
 // the FR-Spec configuration is skipped.
+#include <atomic>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "backend/thread_pool.h"
 #include "engine/generator.h"
 #include "spec/ssd.h"
 
@@ -38,7 +41,42 @@ std::vector<int32_t> run(generator& g, const std::vector<int32_t>& prompt, int n
 }
 }  // namespace
 
+// The thread pool's active count (SSD lends the target's threads to the drafter's pool): regions
+// use exactly the active threads, cover every index once, and the count can change between any two
+// regions, from another thread too.
+void check_active_threads() {
+    thread_pool pool(3);
+    std::atomic<bool> done{false};
+    std::thread toggler([&] {  // changes the count while regions run, as resolve() does
+        for (int i = 0; !done.load(); ++i) pool.set_active_threads(1 + i % 3);
+    });
+    bool covered = true;
+    std::atomic<bool> in_range{true};
+    for (int rep = 0; rep < 2000; ++rep) {
+        std::vector<std::atomic<int>> hits(257);
+        for (auto& h : hits) h.store(0);
+        pool.parallel_for(257, [&](int thread, int64_t b, int64_t e) {
+            if (thread < 0 || thread >= 3) in_range = false;
+            for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+        });
+        for (auto& h : hits) covered = covered && h.load() == 1;
+    }
+    done.store(true);
+    toggler.join();
+    check(covered && in_range.load(), "thread_pool: every index once under a changing active count");
+    for (int n : {1, 2, 3}) {
+        pool.set_active_threads(n);
+        std::vector<std::atomic<int>> used(3);
+        for (auto& u : used) u.store(0);
+        pool.run_on_all([&](int thread, int count) {
+            if (count == n) used[size_t(thread)].fetch_add(1);
+        });
+        for (int t = 0; t < 3; ++t) check(used[size_t(t)].load() == (t < n ? 1 : 0), "thread_pool: run_on_all on " + std::to_string(n) + " threads");
+    }
+}
+
 int main(int argc, char** argv) {
+    check_active_threads();
     // Saguaro reweighting by hand (no model needed).
     token_dist q{{3, 1, 7, 2}, {0.1f, 0.4f, 0.3f, 0.2f}}, out;
     saguaro_reweight(q, 2, 0.5f, out);

@@ -44,6 +44,9 @@ struct backend {
     virtual ~backend() = default;
     virtual const char* name() const = 0;
     virtual int n_threads() const = 0;
+    // Threads the next calls use, in [1, n_threads()] (thread_pool::set_active_threads); a no-op
+    // where the backend does not run on host threads.
+    virtual void set_active_threads(int) {}
 
     // y[t, r] = sum_c W[r, c] x[t, c]   x: [n_tokens, W.n_cols], y: [n_tokens, W.n_rows]
     virtual void matmul(const weight_view& W, const float* x, int n_tokens, float* y) = 0;

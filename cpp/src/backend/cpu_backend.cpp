@@ -61,6 +61,7 @@ public:
 
     const char* name() const override { return "cpu"; }
     int n_threads() const override { return pool_.n_threads(); }
+    void set_active_threads(int n) override { pool_.set_active_threads(n); }
 
     void matmul(const weight_view& W, const float* x, int n_tokens, float* y) override {
         float* const ys[1] = {y};

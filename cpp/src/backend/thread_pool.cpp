@@ -19,9 +19,10 @@ namespace {
 // process may need it to finish the chunk we wait for) before sleeping.
 constexpr int kSpinIterations = 20000;
 constexpr int kYieldIterations = 200;
+constexpr uint64_t kThreadsMask = 0xffff;  // generation_'s low bits: the region's thread count
 }  // namespace
 
-thread_pool::thread_pool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+thread_pool::thread_pool(int n_threads) : n_threads_(std::max(1, n_threads)), active_(n_threads_) {
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -29,7 +30,7 @@ thread_pool::~thread_pool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true);
-        generation_.fetch_add(1);
+        generation_.fetch_add(uint64_t(1) << 16);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -38,38 +39,43 @@ thread_pool::~thread_pool() {
 void thread_pool::worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
-        int spins = 0;
-        while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
-            SPECGEN_PAUSE();
-            ++spins;
-        }
-        for (int y = 0; y < kYieldIterations && generation_.load(std::memory_order_acquire) == seen; ++y)
-            sched_yield();
+        // Outside the active count a thread sleeps at once: its core is lent, not ours to spin on.
+        auto waiting = [&] {
+            return generation_.load(std::memory_order_acquire) == seen && index < active_.load(std::memory_order_relaxed);
+        };
+        for (int spins = 0; spins < kSpinIterations && waiting(); ++spins) SPECGEN_PAUSE();
+        for (int y = 0; y < kYieldIterations && waiting(); ++y) sched_yield();
         if (generation_.load(std::memory_order_acquire) == seen) {
             std::unique_lock<std::mutex> lock(mutex_);
             wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
         }
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load()) return;
-        (*job_)(index, n_threads_);
+        const int region_threads = int(seen & kThreadsMask);
+        if (index >= region_threads) continue;  // sits this region out
+        (*job_)(index, region_threads);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
+void thread_pool::set_active_threads(int n) { active_.store(std::min(std::max(1, n), n_threads_)); }
+
 void thread_pool::run_on_all(const std::function<void(int, int)>& fn) {
-    if (n_threads_ == 1) {
+    const int active = active_.load();
+    if (active == 1) {
         fn(0, 1);
         return;
     }
     job_ = &fn;
-    pending_.store(n_threads_ - 1, std::memory_order_release);
+    pending_.store(active - 1, std::memory_order_release);
     {
         // Taking the lock orders the generation bump with sleepers' predicate checks.
         std::lock_guard<std::mutex> lock(mutex_);
-        generation_.fetch_add(1, std::memory_order_acq_rel);
+        const uint64_t g = generation_.load(std::memory_order_relaxed);
+        generation_.store(((g >> 16) + 1) << 16 | uint64_t(active), std::memory_order_release);
     }
     wake_.notify_all();
-    fn(0, n_threads_);
+    fn(0, active);
     for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
         if (spins < kSpinIterations) SPECGEN_PAUSE();
         else sched_yield();
@@ -79,12 +85,13 @@ void thread_pool::run_on_all(const std::function<void(int, int)>& fn) {
 
 void thread_pool::parallel_for(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn, int64_t grain) {
     if (n <= 0) return;
-    if (n_threads_ == 1 || n <= grain) {
+    const int active = active_.load();  // run_on_all may see another count: the chunks suit any
+    if (active == 1 || n <= grain) {
         fn(0, 0, n);
         return;
     }
     // About 8 chunks per thread balances load without making the atomic counter hot.
-    const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + 8 * n_threads_ - 1) / (8 * n_threads_));
+    const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + 8 * active - 1) / (8 * active));
     next_chunk_.store(0, std::memory_order_relaxed);
     run_on_all([&](int index, int) {
         for (;;) {

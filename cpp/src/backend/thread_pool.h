@@ -26,6 +26,10 @@ public:
     thread_pool& operator=(const thread_pool&) = delete;
 
     int n_threads() const { return n_threads_; }
+    // How many of the threads the next parallel regions use, in [1, n_threads()] (initially all).
+    // The others sleep: SSD's drafter gets the target's cores only while the target waits for it
+    // (spec/ssd.h). Any thread may call it at any time; a region in flight keeps its count.
+    void set_active_threads(int n);
 
     // Calls fn(thread_index, begin, end) on disjoint chunks covering [0, n); returns when all are done.
     // Chunks are at least `grain` long (except the last). Not reentrant: one call at a time per pool.
@@ -37,8 +41,11 @@ private:
     void worker_loop(int index);
 
     int n_threads_;
+    std::atomic<int> active_;
     std::vector<std::thread> workers_;
     const std::function<void(int, int)>* job_ = nullptr;
+    // (region counter << 16) | the region's thread count: a worker reads both in one load, so one
+    // that sat out a region cannot mistake the next region's count for its own.
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
     std::atomic<int64_t> next_chunk_{0};

@@ -137,8 +137,11 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
         throw invalid_argument_error("ssd=True needs a neural drafter: draft='self' or a draft model (got '" +
                                      params_.draft + "')");
     }
-    const int n_threads = params_.n_threads_draft > 0 ? params_.n_threads_draft : params_.n_threads;
-    backend_ = make_cpu_backend(std::max(1, n_threads));
+    // The drafter's pool also has threads for the target's cores, used only while the target waits
+    // for the drafter (resolve()).
+    n_threads_draft_ = std::max(1, params_.n_threads_draft > 0 ? params_.n_threads_draft : params_.n_threads);
+    backend_ = make_cpu_backend(n_threads_draft_ + std::max(1, params_.n_threads));
+    backend_->set_active_threads(n_threads_draft_);
     eval_ = std::make_unique<evaluator>(*m_, *backend_);
     cache_ = std::make_unique<kv_cache>(m_->hp(), params_.n_ctx);
     ngram_ = make_ngram_drafter(params_.ngram_max, params_.ngram_min);
@@ -446,8 +449,14 @@ void ssd_speculator::resolve(int n_accepted, int32_t next_token, generation_stat
     verdict_posted_ = true;
     t_verdict_ = t0;
     interrupt_.store(true);
-    // A started branch that is the hit is always finished (ssd.h: losslessness).
-    cv_.wait(lock, [&] { return error_ || !(cur_k_ == n_accepted && cur_bonus_ == next_token); });
+    // A started branch that is the hit is always finished (ssd.h: losslessness). Meanwhile the
+    // drafter may use the target's threads.
+    const auto done = [&] { return error_ || !(cur_k_ == n_accepted && cur_bonus_ == next_token); };
+    if (!done()) {
+        backend_->set_active_threads(n_threads_draft_ + std::max(1, params_.n_threads));
+        cv_.wait(lock, done);
+        backend_->set_active_threads(n_threads_draft_);
+    }
     if (error_) std::rethrow_exception(error_);
     hit_ = -1;
     for (int i = 0; i < n_entries_; ++i)

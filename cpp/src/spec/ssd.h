@@ -82,7 +82,10 @@
 //
 // Threads: one worker std::thread per request, started by begin() and joined by end() / the
 // destructor. The main thread touches the drafter's evaluator, cache, S and entries only while the
-// worker is idle; the hand-off is one mutex + condition variable.
+// worker is idle; the hand-off is one mutex + condition variable. The drafter's thread pool has
+// n_threads_draft threads plus one per target thread; the extra ones sleep except while resolve()
+// waits for a hit branch, when the target's cores would idle (thread_pool::set_active_threads). On
+// 2 cores that measured +0-8% tokens/s (tools/bench_ssd.py configurations, 1 + 1 threads).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -195,7 +198,8 @@ private:
     std::unique_ptr<model> draft_model_;  // null for "self"
     const model* m_;
     int n_layers_;
-    std::unique_ptr<backend> backend_;
+    std::unique_ptr<backend> backend_;  // n_threads_draft_ + the target's n_threads (lent in resolve())
+    int n_threads_draft_ = 1;
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<drafter> ngram_;  // fast backup
