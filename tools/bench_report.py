@@ -20,7 +20,7 @@ def main(argv):
     OUT.mkdir(parents=True, exist_ok=True)
     rel = lambda name: str((OUT / name).relative_to(Path.cwd())) if (OUT / name).is_relative_to(Path.cwd()) else str(OUT / name)
     args = [
-        "--configs", "ar,ngram:token,ngram:block,self:token,self:block,nanospec:block,nanospec:k16:block,frspec32768:block,ssd:block,ssd:ns:k16:block",
+        "--configs", "ar,ngram:token,ngram:block,self:token,self:block,nanospec:block,nanospec:k16:block,frspec32768:block,ssd:block,ssd:ns:k16:block,ssd:ns:k16:f1:fast:g3",
         "--prompts", "text,edit,code,chat", "--n-prompts", "1" if quick else "2",
         "--max-tokens", "16" if quick else "48", "--draft-max", "4", "-t", "2", "--temp", "0,1",
         "--json", rel("bench.json"), "--csv", rel("bench.csv"), "--plot", rel("bench.png"),

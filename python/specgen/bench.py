@@ -124,20 +124,17 @@ def parse_config(spec: str) -> Config:
     else:
         raise ValueError(
             f"unknown configuration {spec!r}: expected ar, ngram, self[L], nanospec[L], ssd[L], "
-            "frspec[K] or model=PATH, then :block/:token and :gN options"
+            "frspec[K] or model=PATH, then options (:block/:token, :gN, :ns, :kN, :fN, :fast)"
         )
     if (ns or topk is not None) and not kw.get("nanospec"):
         raise ValueError(f"config {spec!r}: ns/kN apply to self, ssd and nanospec drafters only")
-    if topk is not None:
-        if not 1 <= topk <= 64:
-            raise ValueError(f"config {spec!r}: k must be in [1, 64]")
-        kw["nanospec_topk"] = topk
     if (fanout is not None or fast) and not kw.get("ssd"):
         raise ValueError(f"config {spec!r}: fN/fast apply to ssd drafters only")
-    if fanout is not None:
-        if not 1 <= fanout <= 64:
-            raise ValueError(f"config {spec!r}: f must be in [1, 64]")
-        kw["ssd_fanout"] = fanout
+    for letter, value, key in (("k", topk, "nanospec_topk"), ("f", fanout, "ssd_fanout")):
+        if value is not None:
+            if not 1 <= value <= 64:
+                raise ValueError(f"config {spec!r}: {letter} must be in [1, 64]")
+            kw[key] = value
     if fast:
         kw["ssd_backup"] = "fast"
     canon = (name + (":ns" if ns and m and m.group(1) != "nanospec" else "") + (f":k{topk}" if topk is not None else "")

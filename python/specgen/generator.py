@@ -67,10 +67,11 @@ class Generator:
     ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
 
     SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
-    ``n_threads_draft`` threads while the target verifies (unset: ``n_threads`` is split, half for the
-    drafter, the rest for the target; ``n_threads`` / ``n_threads_draft`` give the split in effect), pre-drafting the next round for the
-    ``ssd_fanout`` most likely bonus tokens of every outcome (``ssd_fanout_schedule`` "uniform" or
-    "geometric"), at most ``ssd_budget`` branches per round (-1: until the verdict). A cache miss runs
+    ``n_threads_draft`` threads while the target verifies (unset: ``n_threads`` is split, half for
+    the drafter, the rest for the target; the properties ``n_threads`` / ``n_threads_draft`` give the
+    split in effect), pre-drafting the next round for the ``ssd_fanout`` most likely bonus tokens of
+    every outcome (``ssd_fanout_schedule`` "uniform" or "geometric"), at most ``ssd_budget``
+    branches per round (-1: until the verdict). A cache miss runs
     ``ssd_backup``: "neural" (draft now) or "fast" (n-gram). ``saguaro_c`` in [0, 1] down-weights the
     drafter's top-F tokens (Saguaro sampling; 1 = off). ``nanospec`` / ``frspec`` apply to the SSD
     drafter as to a sequential one (draft logits over S only). Output stays lossless.

@@ -8,9 +8,9 @@
 // the FR-Spec configuration is skipped.
 #include <atomic>
 #include <cstdio>
-#include <thread>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/thread_pool.h"

@@ -49,6 +49,13 @@ nb::ndarray<nb::numpy, float> owned_vec(size_t n, float** data) {
     return nb::ndarray<nb::numpy, float>(p, {n}, owner);
 }
 
+// A new float32 vector holding a copy of x, for the kernels that work in place.
+nb::ndarray<nb::numpy, float> owned_copy(f32_vec x, float** data) {
+    auto arr = owned_vec(x.shape(0), data);
+    std::copy(x.data(), x.data() + x.shape(0), *data);
+    return arr;
+}
+
 // y = f(x) over a float32 vector with a vec_math.h row kernel of the active ISA.
 template <void (*F)(const float*, int64_t, float*)>
 nb::ndarray<nb::numpy, float> vec_map(f32_vec x) {
@@ -126,8 +133,7 @@ void bind_backend(nb::module_& m) {
         "vec_exp_sub_sum",
         [](f32_vec x, float sub) {
             float* y;
-            auto arr = owned_vec(x.shape(0), &y);
-            std::copy(x.data(), x.data() + x.shape(0), y);
+            auto arr = owned_copy(x, &y);
             const float s = vec::exp_sub_sum(y, int64_t(x.shape(0)), sub);
             return std::make_pair(arr, s);
         },
@@ -137,8 +143,7 @@ void bind_backend(nb::module_& m) {
         "vec_softcap",
         [](f32_vec x, float c) {
             float* y;
-            auto arr = owned_vec(x.shape(0), &y);
-            std::copy(x.data(), x.data() + x.shape(0), y);
+            auto arr = owned_copy(x, &y);
             vec::softcap_row(y, int64_t(x.shape(0)), c);
             return arr;
         },

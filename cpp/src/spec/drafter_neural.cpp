@@ -20,15 +20,14 @@
 
 namespace specgen {
 
-namespace {
-
-// Probability of the most likely token under softmax(logits) at temperature 1 (for draft_p_min).
 float top_probability(const float* logits, int n) {
-    float mx = *std::max_element(logits, logits + n);
+    const float mx = *std::max_element(logits, logits + n);
     double sum = 0;
     for (int i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - mx);
     return float(1.0 / sum);
 }
+
+namespace {
 
 class neural_drafter final : public drafter {
 public:

@@ -23,6 +23,10 @@ std::unique_ptr<drafter> make_drafter(const generator_params& params, const mode
 
 std::unique_ptr<drafter> make_ngram_drafter(int n_max, int n_min);
 
+// Probability of the most likely token under softmax(logits[0, n)) at temperature 1: the draft_p_min
+// test of the neural drafters (over S with NanoSpec / FR-Spec: the top probability of q_S).
+float top_probability(const float* logits, int n);
+
 // The draft head's token set over m's LM head (ALGORITHMS.md section 3): NanoSpec's in-context set
 // (params.nanospec, empty until seeded), FR-Spec's static one (params.frspec > 0, filled from
 // params.frspec_path), or null (full head). Used by the neural drafters and the SSD speculator.

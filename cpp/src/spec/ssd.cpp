@@ -33,12 +33,6 @@ uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
     return x ^ (x >> 31);
 }
 
-float top_probability(const float* logits, int n) {
-    const float mx = *std::max_element(logits, logits + n);
-    double sum = 0;
-    for (int i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - mx);
-    return float(1.0 / sum);
-}
 }  // namespace
 
 void saguaro_reweight(const token_dist& q, int f, float c, token_dist& out) {
@@ -138,9 +132,10 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
                                      params_.draft + "')");
     }
     // The drafter's pool also has threads for the target's cores, used only while the target waits
-    // for the drafter (resolve()).
-    n_threads_draft_ = std::max(1, params_.n_threads_draft > 0 ? params_.n_threads_draft : params_.n_threads);
-    backend_ = make_cpu_backend(n_threads_draft_ + std::max(1, params_.n_threads));
+    // for the drafter (resolve()). n_threads_draft 0 was resolved by the generator (its split).
+    n_threads_draft_ = std::max(1, params_.n_threads_draft);
+    n_threads_lent_ = n_threads_draft_ + std::max(1, params_.n_threads);
+    backend_ = make_cpu_backend(n_threads_lent_);
     backend_->set_active_threads(n_threads_draft_);
     eval_ = std::make_unique<evaluator>(*m_, *backend_);
     cache_ = std::make_unique<kv_cache>(m_->hp(), params_.n_ctx);
@@ -229,7 +224,8 @@ void ssd_speculator::grow_vocab(const int32_t* topk, int64_t n_rows, const int32
     }
 }
 
-void ssd_speculator::snapshot_kv(int pos0, int n_rows, std::vector<float>& kv) const {
+void ssd_speculator::snapshot_kv(int pos0, const std::vector<float>& hidden, std::vector<float>& kv) const {
+    const int n_rows = int(hidden.size() / size_t(m_->hp().n_embd));
     kv.resize(2 * size_t(m_->hp().n_layer) * size_t(n_rows) * cache_->row_floats());
     cache_->read_rows(pos0, n_rows, kv.data());
 }
@@ -250,26 +246,13 @@ void ssd_speculator::apply_growth(const std::vector<int32_t>& ids) {
 }
 
 void ssd_speculator::top_candidates(const float* logits, int n, const int32_t* ids, std::vector<int32_t>& out) const {
-    // The fanout_max + 1 largest logits (one more than any F_k so that excluding x_{k+1} leaves F).
-    const size_t want = size_t(fanout_max_) + 1;
-    heap_.clear();
-    auto worse = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-        return a.first != b.first ? a.first > b.first : a.second < b.second;  // min-heap on quality
-    };
-    for (int32_t i = 0; i < n; ++i) {
-        const float v = logits[i];
-        if (heap_.size() < want) {
-            heap_.emplace_back(v, i);
-            std::push_heap(heap_.begin(), heap_.end(), worse);
-        } else if (v > heap_.front().first) {  // ties keep the lower id (seen first)
-            std::pop_heap(heap_.begin(), heap_.end(), worse);
-            heap_.back() = {v, i};
-            std::push_heap(heap_.begin(), heap_.end(), worse);
-        }
-    }
-    std::sort(heap_.begin(), heap_.end(), worse);
-    out.clear();
-    for (const auto& e : heap_) out.push_back(ids ? ids[e.second] : e.second);
+    // The fanout_max + 1 largest logits (one more than any F_k so that excluding x_{k+1} leaves F),
+    // best first, ties to the lower index; as token ids through `ids` when the row is over S.
+    out.resize(size_t(std::min(fanout_max_ + 1, n)));
+    if (out.empty()) return;
+    top_ids(logits, n, int(out.size()), out.data());
+    if (ids)
+        for (int32_t& t : out) t = ids[t];
 }
 
 template <class Abort>
@@ -398,7 +381,7 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
     cur_cands_.resize(out.tokens.size());
     if (target_cache_ && !backup_hidden_.empty()) {
         const int pos0 = int(history.size()) - 1;
-        snapshot_kv(pos0, int(backup_hidden_.size() / size_t(m_->hp().n_embd)), backup_kv_);
+        snapshot_kv(pos0, backup_hidden_, backup_kv_);
         hand_over(pos0, backup_hidden_, backup_kv_, out);
     }
     stats.draft_seconds += seconds_between(t1, clock_type::now());
@@ -453,7 +436,7 @@ void ssd_speculator::resolve(int n_accepted, int32_t next_token, generation_stat
     // drafter may use the target's threads.
     const auto done = [&] { return error_ || !(cur_k_ == n_accepted && cur_bonus_ == next_token); };
     if (!done()) {
-        backend_->set_active_threads(n_threads_draft_ + std::max(1, params_.n_threads));
+        backend_->set_active_threads(n_threads_lent_);
         cv_.wait(lock, done);
         backend_->set_active_threads(n_threads_draft_);
     }
@@ -580,7 +563,7 @@ void ssd_speculator::run_job(const job& j) {
                                 j.fanout_next, abort, target_cache_ ? &e.hidden : nullptr);
         if (done && target_cache_) {  // still "drafting (k, bonus)": a target waiting for this hit waits for this too
             e.pos0 = int(ctx_b.size()) - 1;
-            snapshot_kv(e.pos0, int(e.hidden.size() / size_t(m_->hp().n_embd)), e.kv);
+            snapshot_kv(e.pos0, e.hidden, e.kv);
         }
         {
             std::lock_guard<std::mutex> lock(mu_);

@@ -183,9 +183,10 @@ private:
                          std::vector<float>* hidden_out, bool head);
     // logits = the draft head (over S, or the full vocabulary) of one hidden state; adds to head_seconds_.
     void head_row(const float* h, std::vector<float>& logits);
-    // The hand-over: the drafter's KV rows pos0..pos0+n_rows-1 (kv_cache::read_rows' layout), and
-    // writing them into the target's cache with the hidden states into out.target_hidden.
-    void snapshot_kv(int pos0, int n_rows, std::vector<float>& kv) const;
+    // The hand-over. snapshot_kv: the drafter's KV rows of the rows whose hidden states `hidden`
+    // holds, from pos0 (kv_cache::read_rows' layout). hand_over: writes them into the target's cache
+    // and the hidden states into out.target_hidden.
+    void snapshot_kv(int pos0, const std::vector<float>& hidden, std::vector<float>& kv) const;
     void hand_over(int pos0, const std::vector<float>& hidden, const std::vector<float>& kv, draft_proposal& out) const;
     // The fanout_max + 1 largest of logits[0, n) as token ids (ids[i], or i when ids is null).
     void top_candidates(const float* logits, int n, const int32_t* ids, std::vector<int32_t>& out) const;
@@ -200,6 +201,7 @@ private:
     int n_layers_;
     std::unique_ptr<backend> backend_;  // n_threads_draft_ + the target's n_threads (lent in resolve())
     int n_threads_draft_ = 1;
+    int n_threads_lent_ = 1;            // n_threads_draft_ + the target's: the pool's size
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<drafter> ngram_;  // fast backup
@@ -234,7 +236,6 @@ private:
     double head_seconds_ = 0;       // time in the draft head (the backup's: draft_head_seconds)
     token_dist q_raw_;
     std::vector<float> backup_hidden_, backup_kv_;  // the neural backup's hand-over (main thread)
-    mutable std::vector<std::pair<float, int32_t>> heap_;
 
     // Speculation cache: fixed storage, n_entries_ used (guarded by mu_ while the worker runs).
     std::vector<entry> entries_;
