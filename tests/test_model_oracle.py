@@ -72,7 +72,7 @@ def test_batch_invariance(gen):
 
 def test_thread_invariance(model_path, gen):
     """Logits are bit-identical whatever the thread count: an SSD drafter on its own threads can hand
-    its rows to the target (spec/ssd.h)."""
+    its rows to the target (speculative/ssd/ssd.h)."""
     ids = gen.tokenize("Threads split the rows of each matrix, never one row's sums. " * 2)[:30]
     ref = gen.logits(ids, batch_size=7)
     for n in (1, 3):

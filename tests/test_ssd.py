@@ -101,7 +101,7 @@ def test_greedy_identity_hits(model_path, ar):
                                 dict(draft_max=3, ssd_fanout=1, draft_p_min=0.8, draft_min=2),  # gamma cut to 0
                                 dict(draft_max=2, ssd_fanout=2, n_threads_draft=2)])
 def test_hand_over_is_exact(model_path, ar, monkeypatch, kw):
-    """The all-layers self drafter hands its hidden states and KV rows to the target (spec/ssd.h), so a
+    """The all-layers self drafter hands its hidden states and KV rows to the target (speculative/ssd/ssd.h), so a
     verification runs the layers only for the rows the drafter did not forward. SPECGEN_CHECK_REUSE
     recomputes every such round with a plain forward and raises unless the logits are bit-identical;
     sampled rounds (every row's probabilities matter) and greedy identity both run under it."""

@@ -9,7 +9,7 @@ SentencePiece vocabularies (Gemma) the score is the piece's log-probability / me
 proxy. End-of-generation ids go first (a drafter must be able to propose the end of a turn); other
 control and unused tokens go last.
 
-File layout (little-endian; read by cpp/src/spec/frspec_table.cpp): b"SGFR", u32 version = 1,
+File layout (little-endian; read by cpp/src/speculative/frspec_table.cpp): b"SGFR", u32 version = 1,
 u32 n_vocab, u32 n_ids, then n_ids int32 ids.
 
     python tools/build_frspec_table.py MODEL.gguf --top 32768 --out table.bin [--corpus a.txt b.txt]

@@ -1,8 +1,8 @@
 // SSD / Saguaro under a thread sanitizer (tools/tsan_ssd.sh): short generations with the drafter
 // thread running concurrently with verification, for cache hits, forced misses (ssd_budget 0), both
 // backups, sampling, and cancellation mid-request, with the full draft head and with NanoSpec's
-// (S grown between the worker's jobs, spec/ssd.h) and FR-Spec's, and with the all-layers drafter handing its
-// hidden states and KV rows to the target (spec/ssd.h). Greedy runs must equal plain decoding.
+// (S grown between the worker's jobs, speculative/ssd/ssd.h) and FR-Spec's, and with the all-layers drafter handing its
+// hidden states and KV rows to the target (speculative/ssd/ssd.h). Greedy runs must equal plain decoding.
 // Model: argv[1] or $SPECGEN_TEST_MODEL (a Gemma 3 270M GGUF); without one the test is skipped.
 // FR-Spec table: $SPECGEN_FRSPEC_TABLE (python/specgen/data/frspec_gemma3_top32768.bin); without it
 // the FR-Spec configuration is skipped.
@@ -15,7 +15,7 @@
 
 #include "backend/thread_pool.h"
 #include "engine/generator.h"
-#include "spec/ssd.h"
+#include "speculative/ssd/ssd.h"
 
 using namespace specgen;
 
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
         generation_stats s;
         for (int rep = 0; rep < 3; ++rep) check(run(g, prompt, n, 0.0f, 1, &s) == want, std::string(c.name) + ": greedy differs");
         check((c.nanospec_capacity > 0 || c.frspec > 0) == (s.vocab_set_size > 0), std::string(c.name) + ": |S|");
-        // The all-layers drafter hands its rows over (spec/ssd.h); a partial one cannot.
+        // The all-layers drafter hands its rows over (speculative/ssd/ssd.h); a partial one cannot.
         check((c.self_layers == 0) == (s.n_target_rows_reused > 0), std::string(c.name) + ": rows handed over");
         std::printf("test_ssd %-15s hits %lld misses %lld branches %lld |S| %lld\n", c.name, (long long)s.ssd_hits,
                     (long long)s.ssd_misses, (long long)s.ssd_branches, (long long)s.vocab_set_size);

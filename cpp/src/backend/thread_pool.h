@@ -28,7 +28,7 @@ public:
     int n_threads() const { return n_threads_; }
     // How many of the threads the next parallel regions use, in [1, n_threads()] (initially all).
     // The others sleep: SSD's drafter gets the target's cores only while the target waits for it
-    // (spec/ssd.h). Any thread may call it at any time; a region in flight keeps its count.
+    // (speculative/ssd/ssd.h). Any thread may call it at any time; a region in flight keeps its count.
     void set_active_threads(int n);
 
     // Calls fn(thread_index, begin, end) on disjoint chunks covering [0, n); returns when all are done.

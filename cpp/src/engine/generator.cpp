@@ -7,9 +7,9 @@
 
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
-#include "spec/drafters.h"
-#include "spec/ssd.h"
-#include "spec/nanospec_vocab.h"
+#include "speculative/drafters/drafters.h"
+#include "speculative/ssd/ssd.h"
+#include "speculative/draft_vocab.h"
 
 namespace specgen {
 
@@ -129,8 +129,8 @@ void generation::prefill() {
     auto t0 = clock_type::now();
     const int n = int(history_.size()) - 1;  // the last prompt token is forwarded by the first step
     const int n_layer = gen_->target().hp().n_layer;
-    nanospec_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
-    // NanoSpec's set is the sequential drafter's, or the SSD speculator's (spec/ssd.h).
+    draft_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
+    // NanoSpec's set is the sequential drafter's, or the SSD speculator's (speculative/ssd/ssd.h).
     const bool seed = (vocab && vocab->grows()) || (gen_->ssd_ && gen_->ssd_->vocab_grows());
     const int k = params_topk();
     if (seed) topk_.resize(size_t(n) * k);
@@ -326,8 +326,8 @@ void generation::check_reused_rows(int gamma) {
 }
 
 void generation::grow_vocab(int gamma, const verify_result& vr) {
-    nanospec_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
-    ssd_speculator* ssd = gen_->ssd_.get();  // owns its own set; grows it between its drafts (spec/ssd.h)
+    draft_vocab* vocab = gen_->drafter_ ? gen_->drafter_->vocab() : nullptr;
+    ssd_speculator* ssd = gen_->ssd_.get();  // owns its own set; grows it between its drafts (speculative/ssd/ssd.h)
     if (!vocab && !ssd) return;
     if (vocab ? vocab->grows() : ssd->vocab_grows()) {
         // The target rows on the emitted path (1..k+1: the ones whose context was kept) and the

@@ -19,8 +19,8 @@
 #include "engine/stats.h"
 #include "engine/text_stream.h"
 #include "model/model.h"
-#include "spec/drafter.h"
-#include "spec/verify.h"
+#include "speculative/drafters/drafter.h"
+#include "speculative/verify/verify.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specgen {
@@ -60,7 +60,7 @@ private:
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<drafter> drafter_;
-    std::unique_ptr<ssd_speculator> ssd_;  // params.ssd: drafts concurrently (spec/ssd.h); drafter_ is null
+    std::unique_ptr<ssd_speculator> ssd_;  // params.ssd: drafts concurrently (speculative/ssd/ssd.h); drafter_ is null
     verifier verifier_;
     generation* live_ = nullptr;
     bool check_reuse_ = false;  // $SPECGEN_CHECK_REUSE: recompute every shortcut row (generation::check_reused_rows)
@@ -96,7 +96,7 @@ private:
     void target_logits(int gamma);
     void check_reused_rows(int gamma);  // throws error unless a plain forward gives the same logits
     // After verification: NanoSpec's set grows by the target's top-k on the emitted path, the emitted
-    // and the drafted tokens (the drafter's set, or the SSD speculator's: queued there, spec/ssd.h);
+    // and the drafted tokens (the drafter's set, or the SSD speculator's: queued there, speculative/ssd/ssd.h);
     // stats_.vocab_set_size follows it.
     void grow_vocab(int gamma, const verify_result& vr);
     int emit(int32_t token);  // returns 1 if generation continues

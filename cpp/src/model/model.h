@@ -59,7 +59,7 @@ public:
     size_t bytes() const { return 2 * size_t(n_layer_) * layer_floats_ * sizeof(float); }
     // Keys and values of rows pos0..pos0+n-1 of every layer, as [K of layer 0..n_layer-1, then V][n][row]
     // floats (row_floats() each): how a drafter that ran every layer on the same weights hands its rows
-    // to the target's cache (spec/ssd.h). Host-memory caches only (invalid_argument_error otherwise).
+    // to the target's cache (speculative/ssd/ssd.h). Host-memory caches only (invalid_argument_error otherwise).
     size_t row_floats() const { return layer_floats_ / size_t(n_ctx_); }
     void read_rows(int pos0, int n, float* out) const;
     void write_rows(int pos0, int n, const float* in);

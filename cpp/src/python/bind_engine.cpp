@@ -11,7 +11,7 @@
 #include "gguf/gguf_reader.h"
 #include "python/bindings.h"
 #include "quant/quant.h"
-#include "spec/ssd.h"
+#include "speculative/ssd/ssd.h"
 
 namespace nb = nanobind;
 

@@ -1,5 +1,5 @@
 // specgen._core.NanoSpecVocab: NanoSpec's in-context vocabulary and gathered draft head
-// (spec/nanospec_vocab.h) over a loaded Generator's LM head, for tests and tools. The engine owns its
+// (speculative/draft_vocab.h) over a loaded Generator's LM head, for tests and tools. The engine owns its
 // own sets inside the drafters; this object is a separate one over the same weights.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -10,8 +10,8 @@
 #include "common/error.h"
 #include "engine/generator.h"
 #include "python/bindings.h"
-#include "spec/frspec_table.h"
-#include "spec/nanospec_vocab.h"
+#include "speculative/frspec_table.h"
+#include "speculative/draft_vocab.h"
 
 namespace nb = nanobind;
 
@@ -33,17 +33,17 @@ nb::ndarray<nb::numpy, float, nb::ndim<2>> owned_2d(std::vector<float>&& v, size
 struct py_vocab {
     py_vocab(const generator& g, int32_t capacity, bool frspec, int top_k)
         : m(g.target()), be(make_cpu_backend(1)), eval(m, *be), cache(m.hp(), g.n_ctx()),
-          vocab(frspec ? nanospec_vocab::kind::frspec : nanospec_vocab::kind::nanospec, m.output(), capacity,
+          vocab(frspec ? draft_vocab::kind::frspec : draft_vocab::kind::nanospec, m.output(), capacity,
                 m.hp().final_softcap, top_k) {}
     const model& m;
     std::unique_ptr<backend> be;
     evaluator eval;
     kv_cache cache;
-    nanospec_vocab vocab;
+    draft_vocab vocab;
 };
 
 // Rows of k = top_k() ids each.
-int64_t topk_rows(const nanospec_vocab& v, const ids_array& a) {
+int64_t topk_rows(const draft_vocab& v, const ids_array& a) {
     if (a.size() % size_t(v.top_k()) != 0)
         throw invalid_argument_error("topk must have " + std::to_string(v.top_k()) + " ids per row");
     return int64_t(a.size()) / v.top_k();

@@ -1,4 +1,4 @@
-// specgen._core: the verifiers (spec/verify.h), their Monte Carlo driver, and the section 5 bounds.
+// specgen._core: the verifiers (speculative/verify/verify.h), their Monte Carlo driver, and the section 5 bounds.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 #include "python/bindings.h"
-#include "spec/bounds.h"
-#include "spec/verify.h"
+#include "speculative/bounds.h"
+#include "speculative/verify/verify.h"
 
 namespace nb = nanobind;
 
@@ -98,7 +98,7 @@ void bind_verify(nb::module_& m) {
         },
         nb::arg("method"), nb::arg("gamma"), nb::arg("p_tree"), nb::arg("q_tree"), nb::arg("n_draws"),
         nb::arg("seed"),
-        "Monte Carlo of n_draws rounds on a tree model (layout in spec/verify.h). Returns (emitted "
+        "Monte Carlo of n_draws rounds on a tree model (layout in speculative/verify/verify.h). Returns (emitted "
         "counts [off(g+2)-1], completed counts [V^(g+1)], sum of n_accepted).");
 
     m.def("expected_tokens_per_call", &expected_tokens_per_call, nb::arg("alpha"), nb::arg("gamma"));

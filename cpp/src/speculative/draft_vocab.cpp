@@ -1,4 +1,4 @@
-#include "spec/nanospec_vocab.h"
+#include "speculative/draft_vocab.h"
 
 #include <cstring>
 
@@ -7,7 +7,7 @@
 
 namespace specgen {
 
-nanospec_vocab::nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k)
+draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k)
     : kind_(k), full_(head), n_vocab_(int32_t(head.n_rows)), capacity_(capacity), softcap_(final_softcap),
       top_k_(top_k), row_bytes_(head.row_bytes()) {
     if (capacity < 1) throw invalid_argument_error("nanospec capacity must be >= 1, got " + std::to_string(capacity));
@@ -19,13 +19,13 @@ nanospec_vocab::nanospec_vocab(kind k, const weight_view& head, int32_t capacity
     rows_.resize(size_t(capacity_) * row_bytes_);  // reserved once: head() never moves
 }
 
-void nanospec_vocab::reset() {
+void draft_vocab::reset() {
     if (kind_ == kind::frspec) return;
     for (int32_t id : ids_) member_[size_t(id)] = 0;
     ids_.clear();
 }
 
-int nanospec_vocab::add(int32_t id) {
+int draft_vocab::add(int32_t id) {
     if (id < 0 || id >= n_vocab_)
         throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range [0, " + std::to_string(n_vocab_) + ")");
     if (member_[size_t(id)] || full()) return 0;
@@ -36,19 +36,19 @@ int nanospec_vocab::add(int32_t id) {
     return 1;
 }
 
-int nanospec_vocab::add(const int32_t* ids, int64_t n) {
+int draft_vocab::add(const int32_t* ids, int64_t n) {
     int added = 0;
     for (int64_t i = 0; i < n; ++i) added += add(ids[i]);
     return added;
 }
 
-void nanospec_vocab::seed(const int32_t* prompt, int64_t n_prompt, const int32_t* topk, int64_t n_rows) {
+void draft_vocab::seed(const int32_t* prompt, int64_t n_prompt, const int32_t* topk, int64_t n_rows) {
     add(prompt, n_prompt);
     for (int rank = 0; rank < top_k_; ++rank)
         for (int64_t r = 0; r < n_rows; ++r) add(topk[r * top_k_ + rank]);
 }
 
-void nanospec_vocab::growth_order(const int32_t* topk, int k, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+void draft_vocab::growth_order(const int32_t* topk, int k, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                                   const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& out) {
     for (int64_t r = 0; r < n_rows; ++r) out.push_back(topk[r * k]);  // the target argmax
     out.insert(out.end(), emitted, emitted + n_emitted);
@@ -57,21 +57,21 @@ void nanospec_vocab::growth_order(const int32_t* topk, int k, int64_t n_rows, co
         for (int64_t r = 0; r < n_rows; ++r) out.push_back(topk[r * k + rank]);
 }
 
-void nanospec_vocab::grow(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+void draft_vocab::grow(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                           const int32_t* drafted, int64_t n_drafted) {
     order_.clear();
     growth_order(topk, top_k_, n_rows, emitted, n_emitted, drafted, n_drafted, order_);
     add(order_.data(), int64_t(order_.size()));
 }
 
-weight_view nanospec_vocab::head() const {
+weight_view draft_vocab::head() const {
     weight_view w = full_;
     w.n_rows = int64_t(ids_.size());
     w.data = rows_.data();
     return w;
 }
 
-void nanospec_vocab::logits(backend& be, const float* hidden, int n, float* out) const {
+void draft_vocab::logits(backend& be, const float* hidden, int n, float* out) const {
     if (ids_.empty()) throw invalid_argument_error("nanospec: the draft vocabulary is empty");
     be.matmul(head(), hidden, n, out);
     if (softcap_ > 0) vec::softcap_row(out, int64_t(n) * size(), softcap_);  // as evaluator::logits

@@ -45,7 +45,7 @@ struct verify_result {
 
 // Statistics of one target row p_i on the emitted path (rows 1..k+1 of a round: exactly the rows whose
 // context was kept; each emitted token is distributed as a draw from one of them). Feed them to
-// bound_accumulator (spec/bounds.h).
+// bound_accumulator (speculative/bounds.h).
 struct verify_row_stats {
     double entropy;     // -sum_x p(x) ln p(x)
     double entropy_sq;  // sum_x p(x) (ln p(x))^2

@@ -1,5 +1,5 @@
 // Section 5 formulas; hand-computed values in tests/test_bounds.py.
-#include "spec/bounds.h"
+#include "speculative/bounds.h"
 
 #include <cmath>
 #include <limits>

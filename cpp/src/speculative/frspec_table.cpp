@@ -1,4 +1,4 @@
-#include "spec/frspec_table.h"
+#include "speculative/frspec_table.h"
 
 #include <cstring>
 #include <fstream>

@@ -31,14 +31,14 @@
 
 namespace specgen {
 
-class nanospec_vocab {
+class draft_vocab {
 public:
     enum class kind { nanospec, frspec };
 
     // head: the drafter's LM head [n_vocab, n_embd] (kept by reference: the model must outlive this).
     // capacity: most ids S may hold (>= 1). final_softcap: the model's, 0 for none. top_k: ids taken
     // from each target row at prefill and verification (>= 1).
-    nanospec_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k = 3);
+    draft_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k = 3);
 
     kind mode() const { return kind_; }
     bool grows() const { return kind_ == kind::nanospec; }
@@ -66,7 +66,7 @@ public:
               const int32_t* drafted, int64_t n_drafted);
     // The ids grow() offers to add(), in its order (duplicates included), appended to `out`: the
     // argmax of each row, the emitted ids, the drafted ids, then ranks 2..k row by row. For a
-    // caller that applies the growth later (the SSD speculator: spec/ssd.h).  topk: [n_rows, k]
+    // caller that applies the growth later (the SSD speculator: speculative/ssd/ssd.h).  topk: [n_rows, k]
     static void growth_order(const int32_t* topk, int k, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                              const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& out);
 

@@ -1,6 +1,6 @@
 // FR-Spec's frequency table (the NanoSpec baseline, ALGORITHMS.md section 3): token ids sorted by
 // descending corpus frequency, written by tools/build_frspec_table.py; the draft head of an frspec
-// drafter covers the first N of them (a static nanospec_vocab).
+// drafter covers the first N of them (a static draft_vocab).
 //
 // File layout (little-endian): a 16-byte header "SGFR", u32 version = 1, u32 n_vocab, u32 n_ids, then
 // n_ids int32 ids, most frequent first, each distinct and in [0, n_vocab).

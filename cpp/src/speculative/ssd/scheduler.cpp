@@ -1,6 +1,6 @@
 // The SSD / Saguaro speculator: worker thread, speculation cache, Saguaro reweighting, fan-out
 // schedule. Design and invariants: ssd.h.
-#include "spec/ssd.h"
+#include "speculative/ssd/ssd.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,8 +11,8 @@
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
-#include "spec/drafters.h"
-#include "spec/nanospec_vocab.h"
+#include "speculative/drafters/drafters.h"
+#include "speculative/draft_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specgen {
@@ -209,10 +209,10 @@ void ssd_speculator::end() {
 void ssd_speculator::grow_vocab(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                                 const int32_t* drafted, int64_t n_drafted) {
     if (!vocab_grows()) return;
-    // The main thread's copy of the set rule (nanospec_vocab::add): new ids in grow()'s order until
+    // The main thread's copy of the set rule (draft_vocab::add): new ids in grow()'s order until
     // the capacity. Applying grow_pending_ with add() later gives the same S.
     grow_order_.clear();
-    nanospec_vocab::growth_order(topk, vocab_->top_k(), n_rows, emitted, n_emitted, drafted, n_drafted, grow_order_);
+    draft_vocab::growth_order(topk, vocab_->top_k(), n_rows, emitted, n_emitted, drafted, n_drafted, grow_order_);
     const int64_t n_vocab = int64_t(s_member_.size());
     for (int32_t id : grow_order_) {
         if (id < 0 || id >= n_vocab)
@@ -310,7 +310,7 @@ bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, float p_min, 
         row[0] = int(work_.size()) - 1;
         if (!forward_context(work_, row, should_abort, hidden, true)) return false;
         const float* logits = logits_rows_[0].data();
-        // Over S this is the top probability of q_S's softmax, as in drafter_neural.cpp.
+        // Over S this is the top probability of q_S's softmax, as in speculative/drafters/neural.cpp.
         if (p_min > 0 && top_probability(logits, n_logits) < p_min) break;
         top_candidates(logits, n_logits, ids, cands[size_t(i)]);
         // q_S: the processed distribution over S (zero outside it); Saguaro reweights q_S.

@@ -14,7 +14,7 @@
 
 namespace specgen {
 
-class nanospec_vocab;
+class draft_vocab;
 
 struct draft_proposal {
     std::vector<int32_t> tokens;   // x_1..x_g
@@ -54,7 +54,7 @@ struct drafter {
 
     // The drafter's NanoSpec / FR-Spec vocabulary (ALGORITHMS.md section 3), or nullptr when its head
     // covers the whole vocabulary. The generator grows a nanospec set from the target's rows.
-    virtual nanospec_vocab* vocab() { return nullptr; }
+    virtual draft_vocab* vocab() { return nullptr; }
 };
 
 }  // namespace specgen

@@ -3,7 +3,7 @@
 // it. Deterministic, so every proposal is a point mass.
 #include <algorithm>
 
-#include "spec/drafters.h"
+#include "speculative/drafters/drafters.h"
 
 namespace specgen {
 

@@ -33,7 +33,7 @@
 // shared, immutable target weights; a `model` drafter uses its own file). Branches are drafted in
 // place at the positions they would occupy; `cached_` records which tokens the cache rows hold, and
 // every forward first keeps only the longest common prefix with the context it needs (as in
-// drafter_neural.cpp), so a branch that overwrote rows of the main line is simply recomputed next
+// speculative/drafters/neural.cpp), so a branch that overwrote rows of the main line is simply recomputed next
 // time (a few rows, batched). No rows are copied between branches, and a hit costs no KV work beyond
 // those rows.
 //
@@ -50,10 +50,10 @@
 // every such verification with a plain forward and raises unless the logits are bit-identical
 // (tests/test_ssd.py).
 //
-// NanoSpec / FR-Spec (params.nanospec, params.frspec; ALGORITHMS.md section 3, spec/nanospec_vocab.h):
+// NanoSpec / FR-Spec (params.nanospec, params.frspec; ALGORITHMS.md section 3, speculative/draft_vocab.h):
 // the speculator owns the draft head's token set S over its drafter's head, and every draft row it
 // computes (the l_k of step A, each drafted position of a branch or of the neural backup) is the head
-// over S only, exactly as drafter_neural.cpp: the proposal q_S is the processed softmax over S (zero
+// over S only, exactly as speculative/drafters/neural.cpp: the proposal q_S is the processed softmax over S (zero
 // outside it), Saguaro's reweighting applies to q_S, and the bonus candidates of outcome k are the
 // top-F_k of l_k over S. S follows the sequential rule: seeded by begin() from the prompt and the
 // target's top-k at the forwarded prompt rows; after each verification the generator hands
@@ -101,8 +101,8 @@
 #include "engine/stats.h"
 #include "sampling/rng.h"
 #include "sampling/sampling.h"
-#include "spec/drafter.h"
-#include "spec/verify.h"
+#include "speculative/drafters/drafter.h"
+#include "speculative/verify/verify.h"
 
 namespace specgen {
 
@@ -111,7 +111,7 @@ class tokenizer;
 class kv_cache;
 class evaluator;
 class gguf_file;
-class nanospec_vocab;
+class draft_vocab;
 struct backend;
 
 // Saguaro sampling (section 4.5): out(t) proportional to c * q(t) for the f most probable tokens of q
@@ -155,7 +155,7 @@ public:
     // NanoSpec / FR-Spec (main thread). vocab_grows(): S is NanoSpec's in-context set, so begin() and
     // grow_vocab() want the target's top-k rows. vocab_size(): |S| including the queued growth (0 with
     // the full head). grow_vocab(): after verifying round t (before resolve), the growth of
-    // nanospec_vocab::grow() (topk: [n_rows, k] target rows on the emitted path; emitted x_1..x_k, y;
+    // draft_vocab::grow() (topk: [n_rows, k] target rows on the emitted path; emitted x_1..x_k, y;
     // drafted x_1..x_g), queued for the drafter (see the comment at the top).
     bool vocab_grows() const;
     int64_t vocab_size() const { return s_size_; }
@@ -205,7 +205,7 @@ private:
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<drafter> ngram_;  // fast backup
-    std::unique_ptr<nanospec_vocab> vocab_;  // S over m_'s head (null: full head); drafter state
+    std::unique_ptr<draft_vocab> vocab_;  // S over m_'s head (null: full head); drafter state
     kv_cache* target_cache_ = nullptr;       // set: hand drafted rows over to the target (all-layers self)
     int fanout_max_;
 

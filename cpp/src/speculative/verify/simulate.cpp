@@ -4,7 +4,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "spec/verify.h"
+#include "speculative/verify/verify.h"
 
 namespace specgen {
 

@@ -4,12 +4,12 @@
 #include <memory>
 
 #include "engine/params.h"
-#include "spec/drafter.h"
+#include "speculative/drafters/drafter.h"
 
 namespace specgen {
 
 class model;
-class nanospec_vocab;
+class draft_vocab;
 class tokenizer;
 class kv_cache;
 struct backend;
@@ -30,6 +30,6 @@ float top_probability(const float* logits, int n);
 // The draft head's token set over m's LM head (ALGORITHMS.md section 3): NanoSpec's in-context set
 // (params.nanospec, empty until seeded), FR-Spec's static one (params.frspec > 0, filled from
 // params.frspec_path), or null (full head). Used by the neural drafters and the SSD speculator.
-std::unique_ptr<nanospec_vocab> make_draft_vocab(const generator_params& params, const model& m);
+std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m);
 
 }  // namespace specgen

@@ -3,7 +3,7 @@
 // autoregressively: forward one token, head, the same logits processors as the target, sample.
 //
 // The head is the full LM head, or with NanoSpec / FR-Spec (ALGORITHMS.md section 3) the rows of a
-// token set S gathered into W_S (spec/nanospec_vocab.h): draft logits over S only, and the proposal
+// token set S gathered into W_S (speculative/draft_vocab.h): draft logits over S only, and the proposal
 // q_S is the processed distribution over S (zero outside it; the verifier's residual covers the rest).
 #include <algorithm>
 #include <chrono>
@@ -13,9 +13,9 @@
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
-#include "spec/drafters.h"
-#include "spec/frspec_table.h"
-#include "spec/nanospec_vocab.h"
+#include "speculative/drafters/drafters.h"
+#include "speculative/frspec_table.h"
+#include "speculative/draft_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specgen {
@@ -34,7 +34,7 @@ public:
     // shares_cache: the target's cache holds history[0 .. n-2] for our layers at every propose() call.
     // vocab: the NanoSpec / FR-Spec set over m's head, or null for the full head.
     neural_drafter(std::string name, const model& m, kv_cache& cache, backend& be, int n_layers, bool shares_cache,
-                   std::unique_ptr<nanospec_vocab> vocab)
+                   std::unique_ptr<draft_vocab> vocab)
         : name_(std::move(name)), m_(m), cache_(cache), be_(be), eval_(m, be), n_layers_(n_layers),
           shares_cache_(shares_cache), vocab_(std::move(vocab)) {}
 
@@ -43,7 +43,7 @@ public:
         if (!shares_cache_) cached_.clear();
         if (vocab_) vocab_->reset();
     }
-    nanospec_vocab* vocab() override { return vocab_.get(); }
+    draft_vocab* vocab() override { return vocab_.get(); }
 
     void propose(const std::vector<int32_t>& history, int max_n, const sampling_params& params, float p_min,
                  rng& gen, draft_proposal& out) override {
@@ -113,7 +113,7 @@ private:
     evaluator eval_;
     int n_layers_;
     bool shares_cache_;
-    std::unique_ptr<nanospec_vocab> vocab_;
+    std::unique_ptr<draft_vocab> vocab_;
     std::vector<int32_t> cached_, ctx_;
     std::vector<float> logits_;
     logits_processor processor_;
@@ -135,7 +135,7 @@ public:
                  draft_proposal& out) override {
         inner_->propose(h, max_n, sp, p_min, gen, out);
     }
-    nanospec_vocab* vocab() override { return inner_->vocab(); }
+    draft_vocab* vocab() override { return inner_->vocab(); }
 
 private:
     void check_same_vocabulary(const model& target, const tokenizer& a, const tokenizer& b) {
@@ -157,14 +157,14 @@ private:
 
 }  // namespace
 
-std::unique_ptr<nanospec_vocab> make_draft_vocab(const generator_params& params, const model& m) {
+std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m) {
     const float softcap = m.hp().final_softcap;
     if (params.nanospec)
-        return std::make_unique<nanospec_vocab>(nanospec_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
+        return std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
                                                 params.nanospec_topk);
     if (params.frspec > 0) {
         const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
-        auto v = std::make_unique<nanospec_vocab>(nanospec_vocab::kind::frspec, m.output(), params.frspec, softcap);
+        auto v = std::make_unique<draft_vocab>(draft_vocab::kind::frspec, m.output(), params.frspec, softcap);
         v->add(ids.data(), int64_t(ids.size()));
         return v;
     }
