@@ -157,7 +157,7 @@ def test_greedy_identity_partial_drafter(model_path, ar, schedule):
         g.close()
 
 
-@pytest.mark.parametrize("n_threads, n_threads_draft, want", [(2, None, (1, 1)), (1, None, (1, 1)), (3, None, (2, 1)),
+@pytest.mark.parametrize("n_threads, n_threads_draft, want", [(2, None, (1, 1)), (1, None, (1, 0)), (3, None, (2, 1)),
                                                              (4, None, (2, 2)), (2, 1, (2, 1))])
 def test_thread_split(model_path, n_threads, n_threads_draft, want):
     """Target and drafter run at once, so without n_threads_draft the threads are split, not doubled."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from specgen.errors import InvalidParameterError, ModelLoadError
 from specgen.hub import resolve_model
+from specgen.stream import Stream
 
 _VERIFY = ("token", "block")
 _DRAFT_KINDS = ("self", "ngram")
@@ -333,10 +334,12 @@ class Generator:
             tokens = self._token_ids(prompt, "prompt")
         else:
             raise InvalidParameterError(f"prompt must be a str, bytes or a list of token ids, got {type(prompt).__name__}")
-        gen = self._g.start(tokens, gp)
+        # A blocking call is exclusive: calls from other threads wait for it; a stream is superseded
+        # by the next call (engine/generator.h, specgen/stream.py).
+        gen = self._g.start(tokens, gp, not stream)
         self._live = gen
         if stream:
-            return self._stream(gen)
+            return Stream(gen)
         try:
             while not gen.done:
                 gen.step()
@@ -344,15 +347,6 @@ class Generator:
             gen.cancel()
             raise
         return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, gp.seed))
-
-    def _stream(self, gen) -> Iterator[str]:
-        try:
-            while not gen.done:
-                piece = gen.step()
-                if piece:
-                    yield piece
-        finally:
-            gen.cancel()
 
     @staticmethod
     def _stats(gen, seed: int) -> Dict[str, Any]:

@@ -54,6 +54,7 @@ public:
     // does it if nobody did before. Throws invalid_argument_error for a second, different backend.
     void allocate(backend& be);
     int n_ctx() const { return n_ctx_; }
+    int n_layer() const { return n_layer_; }
     float* k(int il) { return kv_->data() + size_t(il) * layer_floats_; }                 // backend memory
     float* v(int il) { return kv_->data() + size_t(n_layer_ + il) * layer_floats_; }
     size_t bytes() const { return 2 * size_t(n_layer_) * layer_floats_ * sizeof(float); }
@@ -75,6 +76,10 @@ private:
 // Runs the forward pass of a model on a backend. Not thread-safe: one evaluator per thread.
 class evaluator {
 public:
+    // Most rows a caller passes to one forward() when it catches up on a long context (the prefill,
+    // a drafter's cache): bounds the activations' scratch memory.
+    static constexpr int kChunk = 128;
+
     evaluator(const model& m, backend& be);
 
     // Embeds `tokens` at positions pos0 .. pos0+n-1, runs layers [0, n_layers), writing their keys

@@ -11,7 +11,7 @@
 #include "gguf/gguf_reader.h"
 #include "python/bindings.h"
 #include "quant/quant.h"
-#include "speculative/ssd/ssd.h"
+#include "speculative/ssd/saguaro.h"
 
 namespace nb = nanobind;
 
@@ -78,7 +78,7 @@ void bind_engine(nb::module_& m) {
             return std::make_pair(out.ids, out.probs);
         },
         nb::arg("ids"), nb::arg("probs"), nb::arg("f"), nb::arg("c"),
-        "Saguaro sampling (ALGORITHMS.md 4.5): weight c on the f most probable tokens, renormalised. "
+        "Saguaro sampling (docs/ALGORITHMS.md section 4.5): weight c on the f most probable tokens, renormalised. "
         "Returns (ids, probs); the C++ function the SSD drafter samples from.");
 
     nb::class_<generator_params>(m, "GeneratorParams")
@@ -124,7 +124,7 @@ void bind_engine(nb::module_& m) {
     nb::class_<generation>(m, "Generation")
         .def("step", &generation::step, nb::call_guard<nb::gil_scoped_release>(),
              "Runs one target call; returns the text it made safe to show.")
-        .def("cancel", &generation::cancel)
+        .def("cancel", &generation::cancel, nb::call_guard<nb::gil_scoped_release>())
         .def_prop_ro("done", &generation::done)
         .def_prop_ro("finish_reason", [](const generation& g) { return std::string(finish_reason_name(g.reason())); })
         .def_prop_ro("tokens", [](const generation& g) { return g.tokens(); })
@@ -133,8 +133,11 @@ void bind_engine(nb::module_& m) {
 
     nb::class_<generator>(m, "Generator")
         .def(nb::init<const generator_params&>(), nb::call_guard<nb::gil_scoped_release>())
-        .def("start", &generator::start, nb::arg("prompt"), nb::arg("params"), nb::call_guard<nb::gil_scoped_release>(),
-             nb::keep_alive<0, 1>())
+        .def("start", &generator::start, nb::arg("prompt"), nb::arg("params"), nb::arg("exclusive") = true,
+             nb::call_guard<nb::gil_scoped_release>(), nb::keep_alive<0, 1>(),
+             "Starts a generation. exclusive (a call that runs it to the end) makes starts from other threads "
+             "wait for it; a stream passes False and is superseded (finish_reason 'cancelled') by the next start. "
+             "engine/generator.h states the rule.")
         .def("tokenize",
              [](const generator& g, const std::string& text, bool add_special, bool parse_special) {
                  nb::gil_scoped_release release;

@@ -1,9 +1,13 @@
 #include "speculative/draft_vocab.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/vec_math.h"
 #include "common/error.h"
+#include "engine/params.h"
+#include "model/model.h"
+#include "speculative/frspec_table.h"
 
 namespace specgen {
 
@@ -17,22 +21,33 @@ draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, floa
     ids_.reserve(size_t(capacity_));
     member_.assign(size_t(n_vocab_), 0);
     rows_.resize(size_t(capacity_) * row_bytes_);  // reserved once: head() never moves
+    staged_.assign(size_t(n_vocab_), 0);
+}
+
+bool draft_vocab::admits(const std::vector<uint8_t>& member, int32_t size, int32_t id) const {
+    if (id < 0 || id >= n_vocab_)
+        throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range [0, " + std::to_string(n_vocab_) + ")");
+    return !member[size_t(id)] && size < capacity_;  // new, and S not full: first come, first kept
 }
 
 void draft_vocab::reset() {
     if (kind_ == kind::frspec) return;
     for (int32_t id : ids_) member_[size_t(id)] = 0;
     ids_.clear();
+    std::fill(staged_.begin(), staged_.end(), uint8_t(0));
+    staged_size_ = 0;
 }
 
 int draft_vocab::add(int32_t id) {
-    if (id < 0 || id >= n_vocab_)
-        throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range [0, " + std::to_string(n_vocab_) + ")");
-    if (member_[size_t(id)] || full()) return 0;
+    if (!admits(member_, size(), id)) return 0;
     // Gather: the head's row, bytes as stored (same quantized format, no requantization).
     std::memcpy(rows_.data() + ids_.size() * row_bytes_, static_cast<const uint8_t*>(full_.data) + size_t(id) * row_bytes_, row_bytes_);
     member_[size_t(id)] = 1;
     ids_.push_back(id);
+    if (!staged_[size_t(id)]) {  // added directly (seed, a static set): the staged view includes it
+        staged_[size_t(id)] = 1;
+        staged_size_ += 1;
+    }
     return 1;
 }
 
@@ -62,6 +77,18 @@ void draft_vocab::grow(const int32_t* topk, int64_t n_rows, const int32_t* emitt
     order_.clear();
     growth_order(topk, top_k_, n_rows, emitted, n_emitted, drafted, n_drafted, order_);
     add(order_.data(), int64_t(order_.size()));
+}
+
+void draft_vocab::stage_growth(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+                               const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& queue) {
+    order_.clear();
+    growth_order(topk, top_k_, n_rows, emitted, n_emitted, drafted, n_drafted, order_);
+    for (int32_t id : order_) {
+        if (!admits(staged_, staged_size_, id)) continue;
+        staged_[size_t(id)] = 1;
+        staged_size_ += 1;
+        queue.push_back(id);
+    }
 }
 
 weight_view draft_vocab::head() const {
@@ -96,6 +123,20 @@ void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out) {
         v[j] = x;
         out[j] = int32_t(i);
     }
+}
+
+std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m) {
+    const float softcap = m.hp().final_softcap;
+    if (params.nanospec)
+        return std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
+                                             params.nanospec_topk);
+    if (params.frspec > 0) {
+        const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
+        auto v = std::make_unique<draft_vocab>(draft_vocab::kind::frspec, m.output(), params.frspec, softcap);
+        v->add(ids.data(), int64_t(ids.size()));
+        return v;
+    }
+    return nullptr;
 }
 
 }  // namespace specgen

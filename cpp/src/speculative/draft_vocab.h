@@ -25,6 +25,7 @@
 // Kind frspec: a static set (the first N ids of a frequency table), filled once; reset() keeps it.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
@@ -65,10 +66,20 @@ public:
     void grow(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
               const int32_t* drafted, int64_t n_drafted);
     // The ids grow() offers to add(), in its order (duplicates included), appended to `out`: the
-    // argmax of each row, the emitted ids, the drafted ids, then ranks 2..k row by row. For a
-    // caller that applies the growth later (the SSD speculator: speculative/ssd/ssd.h).  topk: [n_rows, k]
+    // argmax of each row, the emitted ids, the drafted ids, then ranks 2..k row by row.  topk: [n_rows, k]
     static void growth_order(const int32_t* topk, int k, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
                              const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& out);
+
+    // Deferred growth, for an owner that may not touch S while another thread drafts over it (the
+    // SSD speculator, speculative/ssd/ssd.h). stage_growth() decides by the same rule as grow()
+    // which ids S will gain and appends them to `queue` (in order); apply(queue) later adds them
+    // and gives the S that grow() would have given. stage_growth() reads and writes only the staged
+    // membership, never S itself, so it may run while another thread reads S (ids(), head(), logits()).
+    // staged_size(): |S| once every staged id is applied. reset() and add() re-sync the staged view.
+    void stage_growth(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
+                      const int32_t* drafted, int64_t n_drafted, std::vector<int32_t>& queue);
+    void apply(const std::vector<int32_t>& queue) { add(queue.data(), int64_t(queue.size())); }
+    int32_t staged_size() const { return staged_size_; }
 
     // W_S as a weight matrix [size(), n_embd] in the head's type (valid until the next add()).
     weight_view head() const;
@@ -87,7 +98,17 @@ private:
     std::vector<uint8_t> member_;  // [n_vocab] 1 when the id is in S
     std::vector<uint8_t> rows_;    // [capacity, row_bytes] gathered head rows, first size() used
     std::vector<int32_t> order_;   // grow()'s scratch
+    std::vector<uint8_t> staged_;  // [n_vocab] membership once the staged ids are applied
+    int32_t staged_size_ = 0;
+    bool admits(const std::vector<uint8_t>& member, int32_t size, int32_t id) const;  // the set rule
 };
+
+struct generator_params;
+class model;
+// The draft head's token set over m's LM head: NanoSpec's in-context set (params.nanospec, empty
+// until seeded), FR-Spec's static one (params.frspec > 0, filled from params.frspec_path), or null
+// (full head). Each speculator owns one (speculative/speculator.h).
+std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m);
 
 // Ids of the k largest logits, best first (ties: lowest id).  logits: [n_vocab], out: [k], 1 <= k <= n_vocab
 void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out);

@@ -1,10 +1,7 @@
-// Drafters that run a transformer: a separate draft model ("model") or the target's own first L
-// layers ("self", early exit, writing the target's KV cache for those layers). Both draft
-// autoregressively: forward one token, head, the same logits processors as the target, sample.
-//
-// The head is the full LM head, or with NanoSpec / FR-Spec (ALGORITHMS.md section 3) the rows of a
-// token set S gathered into W_S (speculative/draft_vocab.h): draft logits over S only, and the proposal
-// q_S is the processed distribution over S (zero outside it; the verifier's residual covers the rest).
+// The neural drafters: one loader, one draft loop (speculative/drafters/neural.h), and the sequential
+// drafter built on them.
+#include "speculative/drafters/neural.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,10 +9,9 @@
 
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
-#include "model/model.h"
-#include "speculative/drafters/drafters.h"
-#include "speculative/frspec_table.h"
 #include "speculative/draft_vocab.h"
+#include "speculative/drafters/drafters.h"
+#include "speculative/vocab_check.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specgen {
@@ -27,167 +23,155 @@ float top_probability(const float* logits, int n) {
     return float(1.0 / sum);
 }
 
+neural_weights load_neural_weights(const generator_params& params, const model& target, const tokenizer& target_tok) {
+    neural_weights w;
+    if (params.draft == "self") {
+        const int n_layer = target.hp().n_layer;
+        w.m = &target;
+        w.n_layers = params.self_layers == 0 ? n_layer : params.self_layers;
+        if (w.n_layers < 1 || w.n_layers > n_layer)
+            throw invalid_argument_error("self_layers = " + std::to_string(params.self_layers) + " out of range [0, " +
+                                         std::to_string(n_layer) + "] (0 = all layers)");
+        w.is_target = w.n_layers == n_layer;
+        return w;
+    }
+    if (params.draft.empty() || params.draft == "ngram")
+        throw invalid_argument_error("a neural drafter needs draft='self' or a draft model (got '" + params.draft + "')");
+    w.file = std::make_shared<gguf_file>(params.draft);
+    w.own = std::make_unique<model>(w.file);
+    tokenizer draft_tok(*w.file);
+    check_draft_vocabulary("draft model " + w.file->path(), target, target_tok, *w.own, draft_tok);
+    w.m = w.own.get();
+    w.n_layers = w.m->hp().n_layer;
+    return w;
+}
+
+neural_drafter::neural_drafter(const model& m, int n_layers, kv_cache& cache, backend& be, draft_vocab* vocab,
+                               bool follows_target)
+    : m_(m), n_layers_(n_layers), cache_(cache), be_(be), eval_(m, be), vocab_(vocab), follows_target_(follows_target) {}
+
+int neural_drafter::n_logits() const { return vocab_ ? vocab_->size() : m_.hp().n_vocab; }
+const int32_t* neural_drafter::ids() const { return vocab_ ? vocab_->ids() : nullptr; }
+int neural_drafter::n_ctx() const { return cache_.n_ctx(); }
+
+void neural_drafter::head(const float* h, size_t slot) {
+    if (logits_rows_.size() <= slot) logits_rows_.resize(slot + 1);
+    std::vector<float>& out = logits_rows_[slot];
+    out.resize(size_t(n_logits()));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (vocab_) vocab_->logits(be_, h, 1, out.data());
+    else eval_.logits(h, 1, out.data());
+    head_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool neural_drafter::forward(const std::vector<int32_t>& ctx, const std::vector<int>& rows, const abort_check* abort,
+                             std::vector<float>* hidden_out, bool with_head) {
+    const int n = int(ctx.size());
+    int n_keep = n - 1;  // follows_target_: the target's cache holds everything but the last row
+    if (!follows_target_) {
+        size_t lcp = 0;
+        const size_t lim = std::min(cached_.size(), ctx.size());
+        while (lcp < lim && cached_[lcp] == ctx[lcp]) ++lcp;
+        n_keep = std::min<int>(int(lcp), n - 1);
+    }
+    if (!rows.empty()) n_keep = std::min(n_keep, rows.front());
+    if (!follows_target_) cached_.resize(size_t(n_keep));
+    const int n_embd = m_.hp().n_embd;
+    size_t next_row = 0;
+    for (int off = n_keep; off < n; off += evaluator::kChunk) {
+        if (abort && (*abort)()) return false;
+        const int m = std::min(evaluator::kChunk, n - off);
+        eval_.forward(cache_, ctx.data() + off, m, off, n_layers_);
+        if (!follows_target_) cached_.insert(cached_.end(), ctx.begin() + off, ctx.begin() + off + m);
+        for (; next_row < rows.size() && rows[next_row] < off + m; ++next_row) {
+            const float* h = eval_.hidden() + size_t(rows[next_row] - off) * n_embd;
+            if (hidden_out) hidden_out->insert(hidden_out->end(), h, h + n_embd);
+            if (with_head) head(h, next_row);
+        }
+    }
+    return true;
+}
+
+bool neural_drafter::draft(const std::vector<int32_t>& ctx, int n, float p_min, const sampling_params& sp, rng& gen,
+                           std::vector<int32_t>& tokens, std::vector<token_dist>& q, std::vector<float>* hidden,
+                           bool forward_last, const position_hook* hook, const abort_check* abort) {
+    tokens.clear();
+    if (hidden) hidden->clear();
+    n = std::min(n, cache_.n_ctx() - int(ctx.size()));
+    if (n <= 0) return true;
+    if (q.size() < size_t(n)) q.resize(size_t(n));
+    work_.assign(ctx.begin(), ctx.end());
+    // Over S (constant during a draft) or the whole vocabulary.
+    const int n_logits = this->n_logits();
+    const int32_t* ids = this->ids();
+    std::vector<int> row(1);
+    for (int i = 0; i < n; ++i) {
+        row[0] = int(work_.size()) - 1;
+        if (!forward(work_, row, abort, hidden, true)) return false;
+        const float* logits = logits_rows_[0].data();
+        // Over S this is the top probability of q_S's softmax (>= the full head's).
+        if (p_min > 0 && top_probability(logits, n_logits) < p_min) break;
+        token_dist& qi = q[size_t(i)];
+        processor_.process(logits, ids, n_logits, sp, work_.data(), work_.size(), qi);
+        if (hook) (*hook)(i, logits, n_logits, ids, qi);
+        const int32_t x = sample_token(qi, gen);
+        tokens.push_back(x);
+        work_.push_back(x);
+    }
+    // x_n's row too (no head) when asked; a p_min stop has forwarded the last token already.
+    if (forward_last && tokens.size() == size_t(n)) {
+        row[0] = int(work_.size()) - 1;
+        if (!forward(work_, row, abort, hidden, false)) return false;
+    }
+    return true;
+}
+
 namespace {
 
-class neural_drafter final : public drafter {
+// The sequential neural drafter: drafts on the caller's thread. A "self" drafter writes the target's
+// KV cache for its layers (the target's verification forward rewrites those rows with the same
+// values); a draft model has a cache of its own.
+class sequential_neural_drafter final : public drafter {
 public:
-    // shares_cache: the target's cache holds history[0 .. n-2] for our layers at every propose() call.
-    // vocab: the NanoSpec / FR-Spec set over m's head, or null for the full head.
-    neural_drafter(std::string name, const model& m, kv_cache& cache, backend& be, int n_layers, bool shares_cache,
-                   std::unique_ptr<draft_vocab> vocab)
-        : name_(std::move(name)), m_(m), cache_(cache), be_(be), eval_(m, be), n_layers_(n_layers),
-          shares_cache_(shares_cache), vocab_(std::move(vocab)) {}
-
-    std::string name() const override { return name_; }
-    void begin(const std::vector<int32_t>&) override {
-        if (!shares_cache_) cached_.clear();
-        if (vocab_) vocab_->reset();
+    sequential_neural_drafter(const generator_params& params, const neural_weights& w, kv_cache& target_cache,
+                              backend& be, draft_vocab* vocab)
+        : w_(w) {
+        kv_cache* cache = &target_cache;
+        if (w_.own) {
+            own_cache_ = std::make_unique<kv_cache>(w_.m->hp(), params.n_ctx);
+            cache = own_cache_.get();
+        }
+        // Same weights, same cache, every layer: our hidden states are the target's, so they can
+        // be handed over (reuse_draft_hidden).
+        hand_over_ = w_.is_target && params.reuse_draft_hidden;
+        core_ = std::make_unique<neural_drafter>(*w_.m, w_.n_layers, *cache, be, vocab, !w_.own);
     }
-    draft_vocab* vocab() override { return vocab_.get(); }
+
+    std::string name() const override { return w_.own ? "model" : "self"; }
+    void begin(const std::vector<int32_t>&) override { core_->reset(); }
 
     void propose(const std::vector<int32_t>& history, int max_n, const sampling_params& params, float p_min,
-                 rng& gen, draft_proposal& out) override {
-        out.tokens.clear();
-        const int n_ctx = cache_.n_ctx();
-        const int n_hist = int(history.size());
-        // Tokens whose keys/values are already in the cache (the rest is forwarded now).
-        int n_keep = n_hist - 1;
-        if (!shares_cache_) {
-            n_keep = 0;
-            const int lim = std::min<int>(int(cached_.size()), n_hist - 1);
-            while (n_keep < lim && cached_[n_keep] == history[n_keep]) ++n_keep;
-        }
-        max_n = std::min(max_n, n_ctx - n_hist);
-        if (max_n <= 0) return;
-        ctx_.assign(history.begin(), history.end());
-        const int n_embd = m_.hp().n_embd;
-        // Same weights, same cache, every layer: our hidden states are the target's.
-        const bool target_hidden = shares_cache_ && n_layers_ == m_.hp().n_layer;
-        if (target_hidden && out.target_hidden.size() < size_t(max_n) * n_embd) out.target_hidden.resize(size_t(max_n) * n_embd);
-        out.n_target_hidden = 0;
-        out.head_seconds = 0;
-        const int n_logits = vocab_ ? vocab_->size() : m_.hp().n_vocab;
-        const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
-        logits_.resize(n_logits);
-        if (out.q.size() < size_t(max_n)) out.q.resize(max_n);
-        int pos = n_keep;
-        const int32_t* feed = history.data() + n_keep;
-        int n_feed = n_hist - n_keep;
-        for (int i = 0; i < max_n; ++i) {
-            for (int off = 0; off < n_feed; off += kChunk) {
-                const int m = std::min(kChunk, n_feed - off);
-                eval_.forward(cache_, feed + off, m, pos + off, n_layers_);
-                if (off + m == n_feed) {
-                    const float* h = eval_.hidden() + size_t(m - 1) * n_embd;
-                    if (target_hidden) {
-                        std::memcpy(out.target_hidden.data() + size_t(i) * n_embd, h, sizeof(float) * n_embd);
-                        out.n_target_hidden = i + 1;
-                    }
-                    const auto t0 = std::chrono::steady_clock::now();
-                    if (vocab_) vocab_->logits(be_, h, 1, logits_.data());
-                    else eval_.logits(h, 1, logits_.data());
-                    out.head_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                }
-            }
-            pos += n_feed;
-            // Over S this is the top probability of q_S's softmax (>= the full head's).
-            if (p_min > 0 && top_probability(logits_.data(), n_logits) < p_min) break;
-            token_dist& q = out.q[i];
-            processor_.process(logits_.data(), ids, n_logits, params, ctx_.data(), ctx_.size(), q);
-            const int32_t x = sample_token(q, gen);
-            out.tokens.push_back(x);
-            ctx_.push_back(x);
-            feed = &ctx_.back();
-            n_feed = 1;
-        }
-        // The last drafted token was never forwarded: the cache holds ctx_ minus that token.
-        if (!shares_cache_) cached_.assign(ctx_.begin(), ctx_.end() - 1);
+                 rng& gen, proposal& out) override {
+        out.clear();
+        core_->head_seconds = 0;
+        core_->draft(history, max_n, p_min, params, gen, out.tokens, out.q, hand_over_ ? &out.hidden : nullptr,
+                     false, nullptr, nullptr);
+        if (hand_over_) out.n_forwarded = int32_t(out.hidden.size() / size_t(w_.m->hp().n_embd));
     }
+    double head_seconds() const override { return core_->head_seconds; }
 
 private:
-    static constexpr int kChunk = 128;
-    std::string name_;
-    const model& m_;
-    kv_cache& cache_;
-    backend& be_;
-    evaluator eval_;
-    int n_layers_;
-    bool shares_cache_;
-    std::unique_ptr<draft_vocab> vocab_;
-    std::vector<int32_t> cached_, ctx_;
-    std::vector<float> logits_;
-    logits_processor processor_;
-};
-
-// A separate draft model owns its file, weights and cache.
-class model_drafter_owner final : public drafter {
-public:
-    model_drafter_owner(const generator_params& params, const model& target, const tokenizer& target_tok, backend& be)
-        : file_(std::make_shared<gguf_file>(params.draft)), model_(file_), cache_(model_.hp(), params.n_ctx) {
-        tokenizer draft_tok(*file_);
-        check_same_vocabulary(target, target_tok, draft_tok);
-        inner_ = std::make_unique<neural_drafter>("model", model_, cache_, be, model_.hp().n_layer, false,
-                                                  make_draft_vocab(params, model_));
-    }
-    std::string name() const override { return inner_->name(); }
-    void begin(const std::vector<int32_t>& p) override { inner_->begin(p); }
-    void propose(const std::vector<int32_t>& h, int max_n, const sampling_params& sp, float p_min, rng& gen,
-                 draft_proposal& out) override {
-        inner_->propose(h, max_n, sp, p_min, gen, out);
-    }
-    draft_vocab* vocab() override { return inner_->vocab(); }
-
-private:
-    void check_same_vocabulary(const model& target, const tokenizer& a, const tokenizer& b) {
-        const std::string where = "draft model " + file_->path();
-        if (model_.hp().n_vocab != target.hp().n_vocab || a.n_vocab() != b.n_vocab())
-            throw model_load_error(where + ": vocabulary of " + std::to_string(b.n_vocab()) + " tokens differs from the target's " +
-                                   std::to_string(a.n_vocab()));
-        for (int32_t id = 0; id < a.n_vocab(); ++id)
-            if (a.token_text(id) != b.token_text(id))
-                throw model_load_error(where + ": token " + std::to_string(id) + " is '" + b.token_text(id) +
-                                       "' but the target's is '" + a.token_text(id) + "' (different tokenizers)");
-    }
-
-    std::shared_ptr<const gguf_file> file_;
-    model model_;
-    kv_cache cache_;
-    std::unique_ptr<neural_drafter> inner_;
+    const neural_weights& w_;
+    std::unique_ptr<kv_cache> own_cache_;
+    std::unique_ptr<neural_drafter> core_;
+    bool hand_over_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m) {
-    const float softcap = m.hp().final_softcap;
-    if (params.nanospec)
-        return std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
-                                                params.nanospec_topk);
-    if (params.frspec > 0) {
-        const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
-        auto v = std::make_unique<draft_vocab>(draft_vocab::kind::frspec, m.output(), params.frspec, softcap);
-        v->add(ids.data(), int64_t(ids.size()));
-        return v;
-    }
-    return nullptr;
-}
-
-std::unique_ptr<drafter> make_drafter(const generator_params& params, const model& target, const tokenizer& tok,
-                                      kv_cache& target_cache, backend& be) {
-    if (params.draft.empty()) return nullptr;
-    if (params.draft == "ngram") {
-        if (params.nanospec || params.frspec > 0)
-            throw invalid_argument_error("nanospec/frspec choose a draft LM head: they need draft = \"self\" or a draft model, not \"ngram\"");
-        return make_ngram_drafter(params.ngram_max, params.ngram_min);
-    }
-    if (params.draft == "self") {
-        const int n_layer = target.hp().n_layer;
-        const int L = params.self_layers == 0 ? n_layer : params.self_layers;
-        if (L < 1 || L > n_layer)
-            throw invalid_argument_error("self_layers = " + std::to_string(params.self_layers) + " out of range [0, " +
-                                         std::to_string(n_layer) + "] (0 = all layers)");
-        return std::make_unique<neural_drafter>("self", target, target_cache, be, L, true, make_draft_vocab(params, target));
-    }
-    return std::make_unique<model_drafter_owner>(params, target, tok, be);
+std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, const neural_weights& w,
+                                             kv_cache& target_cache, backend& be, draft_vocab* vocab) {
+    return std::make_unique<sequential_neural_drafter>(params, w, target_cache, be, vocab);
 }
 
 }  // namespace specgen

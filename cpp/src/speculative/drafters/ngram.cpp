@@ -1,4 +1,4 @@
-// Prompt-lookup drafter (ALGORITHMS.md section 6): find the most recent earlier occurrence of the
+// Prompt-lookup drafter (docs/ALGORITHMS.md section 6): find the most recent earlier occurrence of the
 // longest suffix of the history (n_max tokens down to n_min) and propose the tokens that followed
 // it. Deterministic, so every proposal is a point mass.
 #include <algorithm>
@@ -16,8 +16,8 @@ public:
     void begin(const std::vector<int32_t>&) override {}
 
     void propose(const std::vector<int32_t>& h, int max_n, const sampling_params&, float, rng&,
-                 draft_proposal& out) override {
-        out.tokens.clear();
+                 proposal& out) override {
+        out.clear();
         const int len = int(h.size());
         for (int n = std::min(n_max_, len - 1); n >= n_min_ && out.tokens.empty(); --n) {
             const int32_t* suffix = h.data() + len - n;

@@ -1,19 +1,16 @@
-// The SSD / Saguaro speculator: worker thread, speculation cache, Saguaro reweighting, fan-out
-// schedule. Design and invariants: ssd.h.
-#include "speculative/ssd/ssd.h"
-
+// The SSD / Saguaro speculator: request lifetime, the worker thread and its hand-off, and the order
+// in which branches are drafted. Design and invariants: speculative/ssd/ssd.h.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <numeric>
 
 #include "backend/backend.h"
 #include "common/error.h"
-#include "gguf/gguf_reader.h"
 #include "model/model.h"
-#include "speculative/drafters/drafters.h"
 #include "speculative/draft_vocab.h"
-#include "tokenizer/tokenizer.h"
+#include "speculative/drafters/drafters.h"
+#include "speculative/ssd/handover.h"
+#include "speculative/ssd/ssd.h"
 
 namespace specgen {
 
@@ -22,9 +19,7 @@ using clock_type = std::chrono::steady_clock;
 double seconds_between(clock_type::time_point a, clock_type::time_point b) {
     return std::chrono::duration<double>(b - a).count();
 }
-constexpr int kChunk = 128;
 constexpr double kMissPowerR = 1.0;  // r of the power-law miss model (geometric schedule)
-constexpr double kAcceptDecay = 0.9;  // per round, of the acceptance estimate's sums
 
 uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
     x += 0x9E3779B97F4A7C15ull;
@@ -35,62 +30,6 @@ uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
 
 }  // namespace
 
-void saguaro_reweight(const token_dist& q, int f, float c, token_dist& out) {
-    if (!(c >= 0.0f && c <= 1.0f)) throw invalid_argument_error("saguaro_reweight: c must be in [0, 1]");
-    const size_t n = q.size();
-    if (n == 0) throw invalid_argument_error("saguaro_reweight: empty distribution");
-    out.ids.assign(q.ids.begin(), q.ids.end());
-    out.probs.assign(q.probs.begin(), q.probs.end());
-    if (c == 1.0f || f <= 0) return;
-    // Indices of the f most probable entries (ties: lower id first).
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), size_t(0));
-    const size_t top = std::min(n, size_t(f));
-    auto better = [&](size_t a, size_t b) {
-        return q.probs[a] != q.probs[b] ? q.probs[a] > q.probs[b] : q.ids[a] < q.ids[b];
-    };
-    std::partial_sort(order.begin(), order.begin() + top, order.end(), better);
-    double rest = 0, head = 0;
-    for (size_t i = 0; i < n; ++i) rest += q.probs[i];
-    for (size_t i = 0; i < top; ++i) head += q.probs[order[i]];
-    rest -= head;
-    const double total = c * head + rest;
-    if (!(total > 0)) return;  // c == 0 and the top f cover the support: keep q (documented in ssd.h)
-    for (size_t i = 0; i < top; ++i) out.probs[order[i]] *= c;
-    for (auto& p : out.probs) p = float(p / total);
-    // Drop entries that became zero (c == 0): a token_dist lists only positive probabilities.
-    size_t w = 0;
-    for (size_t i = 0; i < n; ++i)
-        if (out.probs[i] > 0.0f) {
-            out.ids[w] = out.ids[i];
-            out.probs[w] = out.probs[i];
-            ++w;
-        }
-    out.ids.resize(w);
-    out.probs.resize(w);
-}
-
-std::vector<int> ssd_fanouts(ssd_schedule schedule, int f0, int K, double a, double r) {
-    std::vector<int> f(size_t(std::max(0, K) + 1), f0);
-    if (schedule == ssd_schedule::geometric)
-        for (int k = 0; k <= K; ++k)
-            f[size_t(k)] = std::max(1, int(std::lround(f0 * std::pow(a, k / (1.0 + r)))));
-    return f;
-}
-
-struct ssd_speculator::entry {
-    uint64_t round = 0;  // the round whose verdict it serves
-    int k = -1;
-    int32_t bonus = -1;
-    std::vector<int32_t> tokens;
-    std::vector<token_dist> q;
-    std::vector<std::vector<int32_t>> cands;
-    // Hand-over to the target (all-layers self drafter only, ssd.h): the hidden states and KV rows
-    // of the rows the draft forwarded, positions pos0.. (the bonus first).
-    int pos0 = -1;
-    std::vector<float> hidden, kv;
-};
-
 struct ssd_speculator::job {
     std::vector<int32_t> ctx;                 // history (ending with pending) + x_1..x_K
     int n_hist = 0;
@@ -98,6 +37,7 @@ struct ssd_speculator::job {
     std::vector<std::vector<int32_t>> cands;  // [K] known candidates of l_0..l_{K-1} (empty: unknown)
     std::vector<int> fanout;                  // [K+1] F_k for this round's outcomes
     std::vector<int> fanout_next;             // [draft_max+1] F for the branches' own positions
+    std::vector<int> length;                  // [K+1] gamma of the next round after verdict k
     std::vector<int32_t> grow;                // NanoSpec: ids to add to S before drafting (ssd.h)
     std::vector<float> last_hidden;           // [n_embd] hand-over: x_K's hidden state (empty: unknown)
     double a = 0.5;
@@ -106,91 +46,66 @@ struct ssd_speculator::job {
 
 ssd_speculator::ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok,
                                kv_cache* target_cache)
-    : params_(params) {
-    if (params_.draft == "self") {
-        m_ = &target;
-        const int n_layer = target.hp().n_layer;
-        n_layers_ = params_.self_layers == 0 ? n_layer : params_.self_layers;
-        if (n_layers_ < 1 || n_layers_ > n_layer)
-            throw invalid_argument_error("self_layers = " + std::to_string(params_.self_layers) + " out of range [0, " +
-                                         std::to_string(n_layer) + "] (0 = all layers)");
-    } else if (!params_.draft.empty() && params_.draft != "ngram") {
-        draft_file_ = std::make_shared<gguf_file>(params_.draft);
-        draft_model_ = std::make_unique<model>(draft_file_);
-        tokenizer draft_tok(*draft_file_);
-        const std::string where = "draft model " + params_.draft;
-        if (draft_model_->hp().n_vocab != target.hp().n_vocab || draft_tok.n_vocab() != tok.n_vocab())
-            throw model_load_error(where + ": vocabulary of " + std::to_string(draft_tok.n_vocab()) +
-                                   " tokens differs from the target's " + std::to_string(tok.n_vocab()));
-        for (int32_t id = 0; id < tok.n_vocab(); ++id)
-            if (tok.token_text(id) != draft_tok.token_text(id))
-                throw model_load_error(where + ": token " + std::to_string(id) + " differs from the target's");
-        m_ = draft_model_.get();
-        n_layers_ = m_->hp().n_layer;
-    } else {
+    : params_(params), length_(params) {
+    if (params_.draft.empty() || params_.draft == "ngram")
         throw invalid_argument_error("ssd=True needs a neural drafter: draft='self' or a draft model (got '" +
                                      params_.draft + "')");
-    }
+    weights_ = load_neural_weights(params_, target, tok);
+    const model& m = *weights_.m;
+    n_embd_ = m.hp().n_embd;
     // The drafter's pool also has threads for the target's cores, used only while the target waits
-    // for the drafter (resolve()). n_threads_draft 0 was resolved by the generator (its split).
-    n_threads_draft_ = std::max(1, params_.n_threads_draft);
+    // for the drafter (resolve()), or always when the drafter has no thread of its own (it then
+    // drafts on the caller's thread while the target is idle). n_threads_draft was resolved by the
+    // generator (its split).
+    n_threads_draft_ = std::max(0, params_.n_threads_draft);
     n_threads_lent_ = n_threads_draft_ + std::max(1, params_.n_threads);
     backend_ = make_cpu_backend(n_threads_lent_);
-    backend_->set_active_threads(n_threads_draft_);
-    eval_ = std::make_unique<evaluator>(*m_, *backend_);
-    cache_ = std::make_unique<kv_cache>(m_->hp(), params_.n_ctx);
+    backend_->set_active_threads(concurrent() ? n_threads_draft_ : n_threads_lent_);
+    cache_ = std::make_unique<kv_cache>(m.hp(), params_.n_ctx);
+    vocab_ = make_draft_vocab(params_, m);
+    drafter_ = std::make_unique<neural_drafter>(m, weights_.n_layers, *cache_, *backend_, vocab_.get(), false);
     ngram_ = make_ngram_drafter(params_.ngram_max, params_.ngram_min);
     fanout_max_ = params_.ssd_fanout;
     int max_entries = (params_.draft_max + 1) * fanout_max_;
     if (params_.ssd_budget >= 0) max_entries = std::min(max_entries, params_.ssd_budget);
     entries_.resize(size_t(max_entries));
-    vocab_ = make_draft_vocab(params_, *m_);
-    if (vocab_ && vocab_->grows()) s_member_.assign(size_t(m_->hp().n_vocab), 0);
-    s_size_ = vocab_ ? vocab_->size() : 0;
     // Same weights, every layer, batch- and thread-invariant kernels: the drafter's rows are the
     // target's, so they can be handed over instead of recomputed.
-    if (params_.reuse_draft_hidden && !draft_model_ && n_layers_ == target.hp().n_layer) target_cache_ = target_cache;
+    if (params_.reuse_draft_hidden && weights_.is_target) target_cache_ = target_cache;
 }
 
 ssd_speculator::~ssd_speculator() { end(); }
 
-double ssd_speculator::accept_estimate() const {
-    return std::min(0.95, std::max(0.05, accepted_sum_ / tried_sum_));
-}
-
 uint64_t ssd_speculator::stream_seed(uint64_t tag, int k, int32_t bonus) const {
-    return mix64(mix64(mix64(seed_ ^ 0x55D5A6A0ull) ^ tag) ^ (uint64_t(uint32_t(k)) << 32 | uint32_t(bonus)));
+    return mix64(mix64(mix64(request_.seed ^ 0x55D5A6A0ull) ^ tag) ^ (uint64_t(uint32_t(k)) << 32 | uint32_t(bonus)));
 }
 
-bool ssd_speculator::vocab_grows() const { return vocab_ && vocab_->grows(); }
+int ssd_speculator::prompt_topk() const { return vocab_ && vocab_->grows() ? vocab_->top_k() : 0; }
 
-void ssd_speculator::begin(const std::vector<int32_t>& prompt, const sampling_params& sp, uint64_t seed,
-                           verify_method method, const int32_t* topk, int64_t n_topk_rows) {
+void ssd_speculator::begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
+                           int64_t n_topk_rows, generation_stats& stats) {
     end();
     // The worker is joined: S is the main thread's until the worker starts below.
     grow_pending_.clear();
-    if (vocab_grows()) {
+    if (vocab_) {
         vocab_->reset();
-        vocab_->seed(prompt.data(), int64_t(prompt.size()), topk, n_topk_rows);
-        std::fill(s_member_.begin(), s_member_.end(), uint8_t(0));
-        for (int32_t i = 0; i < vocab_->size(); ++i) s_member_[size_t(vocab_->ids()[i])] = 1;
-        s_size_ = vocab_->size();
+        if (vocab_->grows()) vocab_->seed(prompt.data(), int64_t(prompt.size()), topk, n_topk_rows);
+        stats.vocab_set_size = vocab_->staged_size();
     }
-    sp_ = sp;
-    seed_ = seed;
-    method_ = method;
+    request_ = request;
+    length_.reset();
     round_ = 0;
     hit_ = -1;
     have_verdict_ = false;
-    n_entries_ = 0;
+    entries_.clear();
     error_ = nullptr;
-    cached_.clear();
+    drafter_->reset();
     cur_cands_.clear();
     ngram_->begin(prompt);
     stop_ = false;
     busy_ = false;
     interrupt_.store(false);
-    worker_ = std::thread([this] { worker_loop(); });
+    if (concurrent()) worker_ = std::thread([this] { worker_loop(); });
 }
 
 void ssd_speculator::end() {
@@ -206,45 +121,6 @@ void ssd_speculator::end() {
     cur_k_ = -1;
 }
 
-void ssd_speculator::grow_vocab(const int32_t* topk, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,
-                                const int32_t* drafted, int64_t n_drafted) {
-    if (!vocab_grows()) return;
-    // The main thread's copy of the set rule (draft_vocab::add): new ids in grow()'s order until
-    // the capacity. Applying grow_pending_ with add() later gives the same S.
-    grow_order_.clear();
-    draft_vocab::growth_order(topk, vocab_->top_k(), n_rows, emitted, n_emitted, drafted, n_drafted, grow_order_);
-    const int64_t n_vocab = int64_t(s_member_.size());
-    for (int32_t id : grow_order_) {
-        if (id < 0 || id >= n_vocab)
-            throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range");
-        if (s_member_[size_t(id)] || s_size_ >= vocab_->capacity()) continue;
-        s_member_[size_t(id)] = 1;
-        s_size_ += 1;
-        grow_pending_.push_back(id);
-    }
-}
-
-void ssd_speculator::snapshot_kv(int pos0, const std::vector<float>& hidden, std::vector<float>& kv) const {
-    const int n_rows = int(hidden.size() / size_t(m_->hp().n_embd));
-    kv.resize(2 * size_t(m_->hp().n_layer) * size_t(n_rows) * cache_->row_floats());
-    cache_->read_rows(pos0, n_rows, kv.data());
-}
-
-void ssd_speculator::hand_over(int pos0, const std::vector<float>& hidden, const std::vector<float>& kv,
-                               draft_proposal& out) const {
-    const int n_embd = m_->hp().n_embd, n_rows = int(hidden.size() / size_t(n_embd));
-    target_cache_->write_rows(pos0, n_rows, kv.data());
-    // The rows of [pending, x_1..x_g] the target would compute: at most g + 1 (more when max_n cut the entry).
-    const int n = std::min(n_rows, int(out.tokens.size()) + 1);
-    out.target_hidden.assign(hidden.begin(), hidden.begin() + size_t(n) * n_embd);
-    out.n_target_hidden = n;
-}
-
-void ssd_speculator::apply_growth(const std::vector<int32_t>& ids) {
-    if (ids.empty()) return;
-    vocab_->add(ids.data(), int64_t(ids.size()));
-}
-
 void ssd_speculator::top_candidates(const float* logits, int n, const int32_t* ids, std::vector<int32_t>& out) const {
     // The fanout_max + 1 largest logits (one more than any F_k so that excluding x_{k+1} leaves F),
     // best first, ties to the lower index; as token ids through `ids` when the row is over S.
@@ -255,90 +131,43 @@ void ssd_speculator::top_candidates(const float* logits, int n, const int32_t* i
         for (int32_t& t : out) t = ids[t];
 }
 
-template <class Abort>
-bool ssd_speculator::forward_context(const std::vector<int32_t>& ctx, const std::vector<int>& rows, Abort should_abort,
-                                     std::vector<float>* hidden_out, bool head) {
-    const int n = int(ctx.size());
-    size_t lcp = 0;
-    const size_t lim = std::min(cached_.size(), ctx.size());
-    while (lcp < lim && cached_[lcp] == ctx[lcp]) ++lcp;
-    int n_keep = std::min<int>(int(lcp), n - 1);
-    if (!rows.empty()) n_keep = std::min(n_keep, rows.front());
-    cached_.resize(size_t(n_keep));
-    if (logits_rows_.size() < rows.size()) logits_rows_.resize(rows.size());
-    const int n_embd = m_->hp().n_embd;
-    size_t next_row = 0;
-    for (int off = n_keep; off < n; off += kChunk) {
-        if (should_abort()) return false;
-        const int m = std::min(kChunk, n - off);
-        eval_->forward(*cache_, ctx.data() + off, m, off, n_layers_);
-        cached_.insert(cached_.end(), ctx.begin() + off, ctx.begin() + off + m);
-        for (; next_row < rows.size() && rows[next_row] < off + m; ++next_row) {
-            const float* h = eval_->hidden() + size_t(rows[next_row] - off) * n_embd;
-            if (hidden_out) hidden_out->insert(hidden_out->end(), h, h + n_embd);
-            if (head) head_row(h, logits_rows_[next_row]);
-        }
-    }
-    return true;
-}
-
-void ssd_speculator::head_row(const float* h, std::vector<float>& logits) {
-    // The head over S (NanoSpec / FR-Spec) or over the whole vocabulary.
-    logits.resize(size_t(vocab_ ? vocab_->size() : m_->hp().n_vocab));
-    const auto t_head = clock_type::now();
-    if (vocab_) vocab_->logits(*backend_, h, 1, logits.data());
-    else eval_->logits(h, 1, logits.data());
-    head_seconds_ += seconds_between(t_head, clock_type::now());
-}
-
-template <class Abort>
-bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, float p_min, rng& gen, std::vector<int32_t>& tokens,
+bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, rng& gen, std::vector<int32_t>& tokens,
                            std::vector<token_dist>& q, std::vector<std::vector<int32_t>>& cands,
-                           const std::vector<int>& fanout, Abort should_abort, std::vector<float>* hidden) {
-    tokens.clear();
-    if (hidden) hidden->clear();
-    n = std::min(n, cache_->n_ctx() - int(ctx.size()));
-    if (n <= 0) return true;
-    if (q.size() < size_t(n)) q.resize(size_t(n));
-    if (cands.size() < size_t(n)) cands.resize(size_t(n));
-    work_.assign(ctx.begin(), ctx.end());
-    // Over S (constant during a draft: growth is applied only between drafts, ssd.h) or everything.
-    const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab;
-    const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
-    std::vector<int> row(1);
-    for (int i = 0; i < n; ++i) {
-        row[0] = int(work_.size()) - 1;
-        if (!forward_context(work_, row, should_abort, hidden, true)) return false;
-        const float* logits = logits_rows_[0].data();
-        // Over S this is the top probability of q_S's softmax, as in speculative/drafters/neural.cpp.
-        if (p_min > 0 && top_probability(logits, n_logits) < p_min) break;
+                           const std::vector<int>& fanout, const neural_drafter::abort_check* abort,
+                           handover_rows* rows) {
+    if (cands.size() < size_t(std::max(n, 0))) cands.resize(size_t(n));
+    // q_S: the processed distribution over S (zero outside it); Saguaro reweights it, and the
+    // position's raw top tokens are the next round's bonus candidates.
+    const neural_drafter::position_hook hook = [&](int i, const float* logits, int n_logits, const int32_t* ids,
+                                                   token_dist& qi) {
         top_candidates(logits, n_logits, ids, cands[size_t(i)]);
-        // q_S: the processed distribution over S (zero outside it); Saguaro reweights q_S.
-        processor_.process(logits, ids, n_logits, sp_, work_.data(), work_.size(), q_raw_);
         const int f = fanout.empty() ? fanout_max_ : fanout[std::min(size_t(i), fanout.size() - 1)];
-        saguaro_reweight(q_raw_, f, params_.saguaro_c, q[size_t(i)]);
-        const int32_t x = sample_token(q[size_t(i)], gen);
-        tokens.push_back(x);
-        work_.push_back(x);
-    }
-    // For the hand-over, x_n's row too (no head): the verification then forwards nothing, and the
-    // next job takes l_n from this hidden state (ssd.h). A p_min stop has forwarded it already.
-    if (hidden && tokens.size() == size_t(n)) {
-        row[0] = int(work_.size()) - 1;
-        if (!forward_context(work_, row, should_abort, hidden, false)) return false;
-    }
-    return true;
+        saguaro_reweight(qi, f, params_.saguaro_c, q_tmp_);
+        std::swap(qi, q_tmp_);
+    };
+    if (rows) rows->clear();
+    const bool done = drafter_->draft(ctx, n, params_.draft_p_min, request_.sampling, gen, tokens, q,
+                                      rows ? &rows->hidden : nullptr, rows != nullptr, &hook, abort);
+    // Still the drafter's owner: the rows it forwarded have not been overwritten by another branch.
+    if (done && rows && !rows->hidden.empty()) snapshot_kv(*cache_, n_embd_, int(ctx.size()) - 1, *rows);
+    return done;
 }
 
-void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, float p_min, draft_proposal& out,
+void ssd_speculator::propose(const std::vector<int32_t>& history, int max_n, rng&, proposal& out,
                              generation_stats& stats) {
-    out.tokens.clear();
+    acquire(history, length_.limit(max_n), out, stats);  // cache hit or backup
+    if (length_.keep(int(out.tokens.size())) == 0) out.tokens.clear();
+    launch(history, out, int(out.tokens.size()));  // drafts round t+1 while the target verifies
+}
+
+void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, proposal& out, generation_stats& stats) {
+    out.clear();
     if (max_n <= 0) {
         cur_cands_.clear();
         return;
     }
     if (have_verdict_ && hit_ >= 0) {
-        const entry& e = entries_[size_t(hit_)];
+        const ssd_branch& e = entries_[hit_];
         const size_t g = std::min(e.tokens.size(), size_t(max_n));
         out.tokens.assign(e.tokens.begin(), e.tokens.begin() + g);
         if (out.q.size() < g) out.q.resize(g);
@@ -347,8 +176,8 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
             out.q[i] = e.q[i];
             cur_cands_[i] = e.cands[i];
         }
-        if (target_cache_ && !e.hidden.empty() && e.pos0 == int(history.size()) - 1)
-            hand_over(e.pos0, e.hidden, e.kv, out);
+        if (target_cache_ && !e.rows.hidden.empty() && e.rows.pos0 == int(history.size()) - 1)
+            hand_over(e.rows, n_embd_, *target_cache_, out);
         stats.ssd_hits += 1;
         return;
     }
@@ -356,13 +185,12 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
     const auto t0 = clock_type::now();
     if (params_.ssd_backup == ssd_backup_mode::fast) {
         rng unused(0);
-        ngram_->observe(history);
-        ngram_->propose(history, max_n, sp_, p_min, unused, out);
+        ngram_->propose(history, max_n, request_.sampling, params_.draft_p_min, unused, out);
         cur_cands_.assign(out.tokens.size(), {});
         stats.draft_seconds += seconds_between(t0, clock_type::now());
         return;
     }
-    {
+    if (concurrent()) {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return !busy_; });
         if (error_) std::rethrow_exception(error_);
@@ -370,25 +198,23 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, flo
     const auto t1 = clock_type::now();
     stats.ssd_wait_seconds += seconds_between(t0, t1);
     // The worker is idle: the drafter (and S) is ours until launch().
-    apply_growth(grow_pending_);
+    if (vocab_) vocab_->apply(grow_pending_);
     grow_pending_.clear();
     rng gen(stream_seed(round_ + 1, -1, -1));
     const std::vector<int> fan = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max,
-                                             accept_estimate(), kMissPowerR);
-    head_seconds_ = 0;
-    draft(history, max_n, p_min, gen, out.tokens, out.q, cur_cands_, fan, [] { return false; },
-          target_cache_ ? &backup_hidden_ : nullptr);
+                                             accept_.value(), kMissPowerR);
+    drafter_->head_seconds = 0;
+    draft(history, max_n, gen, out.tokens, out.q, cur_cands_, fan, nullptr, target_cache_ ? &backup_rows_ : nullptr);
     cur_cands_.resize(out.tokens.size());
-    if (target_cache_ && !backup_hidden_.empty()) {
-        const int pos0 = int(history.size()) - 1;
-        snapshot_kv(pos0, backup_hidden_, backup_kv_);
-        hand_over(pos0, backup_hidden_, backup_kv_, out);
-    }
+    if (target_cache_ && !backup_rows_.hidden.empty()) hand_over(backup_rows_, n_embd_, *target_cache_, out);
     stats.draft_seconds += seconds_between(t1, clock_type::now());
-    stats.draft_head_seconds += head_seconds_;
+    stats.draft_head_seconds += drafter_->head_seconds;
 }
 
-void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_proposal& prop, int gamma) {
+void ssd_speculator::launch(const std::vector<int32_t>& history, const proposal& prop, int gamma) {
+    last_gamma_ = gamma;
+    round_ += 1;
+    if (!concurrent()) return;  // no worker: the next round drafts after the verdict (ssd.h)
     auto j = std::make_unique<job>();
     j->ctx.assign(history.begin(), history.end());
     j->ctx.insert(j->ctx.end(), prop.tokens.begin(), prop.tokens.begin() + gamma);
@@ -396,16 +222,16 @@ void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_pro
     j->K = gamma;
     j->cands.resize(size_t(gamma));
     for (int i = 0; i < gamma && i < int(cur_cands_.size()); ++i) j->cands[size_t(i)] = cur_cands_[size_t(i)];
-    j->a = accept_estimate();
+    j->a = accept_.value();
     j->fanout = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, gamma, j->a, kMissPowerR);
     j->fanout_next = ssd_fanouts(params_.ssd_fanout_schedule, params_.ssd_fanout, params_.draft_max, j->a, kMissPowerR);
-    j->round = ++round_;
-    const size_t n_embd = size_t(m_->hp().n_embd);
-    if (target_cache_ && prop.n_target_hidden > gamma)  // row gamma is x_gamma's (pending's for gamma = 0)
-        j->last_hidden.assign(prop.target_hidden.begin() + gamma * n_embd, prop.target_hidden.begin() + (gamma + 1) * n_embd);
+    j->length.resize(size_t(gamma) + 1);
+    for (int k = 0; k <= gamma; ++k) j->length[size_t(k)] = length_.after(gamma, k);
+    j->round = round_;
+    if (target_cache_ && prop.n_forwarded > gamma)  // row gamma is x_gamma's (pending's for gamma = 0)
+        j->last_hidden.assign(prop.hidden.begin() + size_t(gamma) * n_embd_, prop.hidden.begin() + size_t(gamma + 1) * n_embd_);
     j->grow.swap(grow_pending_);
     grow_pending_.clear();
-    last_gamma_ = gamma;
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (error_) std::rethrow_exception(error_);
@@ -413,19 +239,40 @@ void ssd_speculator::launch(const std::vector<int32_t>& history, const draft_pro
         // growth of S must not be lost: it goes first.
         if (next_job_ && !next_job_->grow.empty()) j->grow.insert(j->grow.begin(), next_job_->grow.begin(), next_job_->grow.end());
         next_job_ = std::move(j);
-        n_entries_ = 0;
+        entries_.clear();
         busy_ = true;
         verdict_posted_ = false;
         hit_ = -1;
         have_verdict_ = false;
-        t_launch_ = clock_type::now();
         interrupt_.store(true);  // a job still finishing an aborted forward stops at its next check
     }
     cv_.notify_all();
 }
 
+void ssd_speculator::observe(const verify_outcome& v, generation_stats& stats) {
+    if (vocab_ && vocab_->grows()) {
+        // The growth of the sequential rule (sequential.cpp), staged for the drafter's owner.
+        const int n_rows = v.n_accepted + 1, k = vocab_->top_k();
+        topk_.resize(size_t(n_rows) * k);
+        for (int r = 0; r < n_rows; ++r) top_ids(v.target_logits + size_t(r) * v.n_vocab, v.n_vocab, k, &topk_[size_t(r) * k]);
+        emitted_.assign(v.drafted, v.drafted + v.n_accepted);
+        emitted_.push_back(v.next_token);
+        vocab_->stage_growth(topk_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), v.drafted, v.gamma,
+                             grow_pending_);
+    }
+    if (vocab_) stats.vocab_set_size = vocab_->staged_size();
+    resolve(v.n_accepted, v.next_token, stats);  // a hit readies round t+1's draft
+    length_.update(v.gamma, v.n_accepted);
+}
+
 void ssd_speculator::resolve(int n_accepted, int32_t next_token, generation_stats& stats) {
     const auto t0 = clock_type::now();
+    accept_.update(last_gamma_, n_accepted);
+    if (!concurrent()) {
+        hit_ = -1;
+        have_verdict_ = true;
+        return;
+    }
     std::unique_lock<std::mutex> lock(mu_);
     verdict_k_ = n_accepted;
     verdict_y_ = next_token;
@@ -441,14 +288,8 @@ void ssd_speculator::resolve(int n_accepted, int32_t next_token, generation_stat
         backend_->set_active_threads(n_threads_draft_);
     }
     if (error_) std::rethrow_exception(error_);
-    hit_ = -1;
-    for (int i = 0; i < n_entries_; ++i)
-        if (entries_[size_t(i)].round == round_ && entries_[size_t(i)].k == n_accepted && entries_[size_t(i)].bonus == next_token) hit_ = i;
+    hit_ = entries_.find(round_, n_accepted, next_token);
     have_verdict_ = true;
-    if (last_gamma_ > 0) {  // a round is k successes, then one failure unless all were accepted
-        accepted_sum_ = kAcceptDecay * accepted_sum_ + n_accepted;
-        tried_sum_ = kAcceptDecay * tried_sum_ + n_accepted + (n_accepted < last_gamma_ ? 1 : 0);
-    }
     stats.ssd_branches += branches_;
     stats.ssd_overlap_seconds += overlap_seconds_;
     branches_ = 0;
@@ -465,7 +306,7 @@ void ssd_speculator::worker_loop() {
             cv_.wait(lock, [&] { return stop_ || next_job_ != nullptr; });
             if (stop_) return;
             j = std::move(next_job_);
-            n_entries_ = 0;
+            entries_.clear();
             interrupt_.store(verdict_posted_);  // the verdict may already be in
         }
         const auto t0 = clock_type::now();
@@ -474,7 +315,7 @@ void ssd_speculator::worker_loop() {
         } catch (...) {
             std::lock_guard<std::mutex> lock(mu_);
             error_ = std::current_exception();
-            cached_.clear();  // a forward may have stopped half-way
+            drafter_->reset();  // a forward may have stopped half-way
         }
         const auto t1 = clock_type::now();
         {
@@ -490,8 +331,9 @@ void ssd_speculator::worker_loop() {
 }
 
 void ssd_speculator::run_job(const job& j) {
-    apply_growth(j.grow);  // first, whatever happens next: S is fixed for the rest of the job
+    if (vocab_) vocab_->apply(j.grow);  // first, whatever happens next: S is fixed for the rest of the job
     const int K = j.K;
+    const neural_drafter::abort_check interrupted = [&] { return interrupt_.load(std::memory_order_relaxed); };
     // A. l_0..l_K: head rows only where the candidates are not known yet. l_K's row is forwarded
     // unless the proposal's draft did it already (the hand-over's hidden state came with the job).
     const bool have_last = !j.last_hidden.empty();
@@ -502,16 +344,13 @@ void ssd_speculator::run_job(const job& j) {
             row_of[size_t(k)] = int(rows.size());
             rows.push_back(j.n_hist - 1 + k);
         }
-    if (!rows.empty() &&
-        !forward_context(j.ctx, rows, [&] { return interrupt_.load(std::memory_order_relaxed); }, nullptr, true))
-        return;
+    if (!rows.empty() && !drafter_->forward(j.ctx, rows, &interrupted, nullptr, true)) return;
     if (have_last) {
         row_of[size_t(K)] = int(rows.size());
-        if (logits_rows_.size() <= rows.size()) logits_rows_.resize(rows.size() + 1);
-        head_row(j.last_hidden.data(), logits_rows_[rows.size()]);
+        drafter_->head(j.last_hidden.data(), rows.size());
     }
-    const int n_logits = vocab_ ? int(vocab_->size()) : m_->hp().n_vocab;
-    const int32_t* ids = vocab_ ? vocab_->ids() : nullptr;
+    const int n_logits = drafter_->n_logits();
+    const int32_t* ids = drafter_->ids();
     struct branch {
         double score;
         int k;
@@ -523,20 +362,20 @@ void ssd_speculator::run_job(const job& j) {
     for (int k = 0; k <= K; ++k) {
         const std::vector<int32_t>* src = &computed;
         if (row_of[size_t(k)] >= 0)
-            top_candidates(logits_rows_[size_t(row_of[size_t(k)])].data(), n_logits, ids, computed);
+            top_candidates(drafter_->logits(size_t(row_of[size_t(k)])).data(), n_logits, ids, computed);
         else
             src = &j.cands[size_t(k)];  // k < K: recorded when x_{k+1} was drafted
         const double p_k = k < K ? std::pow(a, k) * (1 - a) : std::pow(a, K);
         int rank = 0;
         for (int32_t t : *src) {
             if (rank >= j.fanout[size_t(k)]) break;
-            if (k < K && method_ == verify_method::token && t == j.ctx[size_t(j.n_hist + k)]) continue;
+            if (k < K && request_.method == verify_method::token && t == j.ctx[size_t(j.n_hist + k)]) continue;
             branches.push_back({p_k / double((rank + 1) * (rank + 1)), k, t});
             ++rank;
         }
     }
     std::stable_sort(branches.begin(), branches.end(), [](const branch& x, const branch& y) { return x.score > y.score; });
-    size_t limit = std::min(branches.size(), entries_.size());
+    const size_t limit = std::min(branches.size(), entries_.capacity());
     // B. Draft branches, most likely first, until the verdict (or a new job / stop) interrupts.
     std::vector<int32_t> ctx_b;
     for (size_t b = 0; b < limit; ++b) {
@@ -547,33 +386,28 @@ void ssd_speculator::run_job(const job& j) {
             if (stop_ || next_job_ || verdict_posted_) return;
             cur_k_ = br.k;
             cur_bonus_ = br.bonus;
-            slot = n_entries_;
+            slot = entries_.size();
         }
-        entry& e = entries_[size_t(slot)];
+        ssd_branch& e = entries_.slot(slot);
         ctx_b.assign(j.ctx.begin(), j.ctx.begin() + j.n_hist + br.k);
         ctx_b.push_back(br.bonus);
         rng gen(stream_seed(j.round, br.k, br.bonus));
-        auto abort = [&] {
+        const neural_drafter::abort_check abort = [&] {
             if (!interrupt_.load(std::memory_order_relaxed)) return false;
             std::lock_guard<std::mutex> lock(mu_);
             if (stop_ || next_job_) return true;
             return verdict_posted_ && !(verdict_k_ == br.k && verdict_y_ == br.bonus);
         };
-        const bool done = draft(ctx_b, params_.draft_max, params_.draft_p_min, gen, e.tokens, e.q, e.cands,
-                                j.fanout_next, abort, target_cache_ ? &e.hidden : nullptr);
-        if (done && target_cache_) {  // still "drafting (k, bonus)": a target waiting for this hit waits for this too
-            e.pos0 = int(ctx_b.size()) - 1;
-            snapshot_kv(e.pos0, e.hidden, e.kv);
-        }
+        // The next round's gamma after verdict k; the snapshot of the hand-over rows is taken inside,
+        // still "drafting (k, bonus)": a target waiting for this hit waits for it too.
+        const bool done = draft(ctx_b, j.length[size_t(br.k)], gen, e.tokens, e.q, e.cands, j.fanout_next, &abort,
+                                target_cache_ ? &e.rows : nullptr);
         {
             std::lock_guard<std::mutex> lock(mu_);
             cur_k_ = -1;
             cur_bonus_ = -1;
             if (done) {
-                e.round = j.round;
-                e.k = br.k;
-                e.bonus = br.bonus;
-                n_entries_ = slot + 1;
+                entries_.commit(slot, j.round, br.k, br.bonus);
                 branches_ += 1;
             }
         }
