@@ -93,7 +93,8 @@ def test_solo_equals_generator_logits(g):
 
 @pytest.mark.parametrize("kv,tol_mean,min_agree", [("f16", 0.5, 0.9), ("q8_0", 0.6, 0.9)])
 def test_quantized_kv_close_to_f32(g, kv, tol_mean, min_agree):
-    # Natural text: mean |logit difference| against an f32 cache, and agreement of the top token.
+    # Natural text: mean |logit difference| against an f32 cache (measured 0.20 for both types) and
+    # agreement of the top token (measured 0.96 f16, 1.0 q8_0 over these 48 positions).
     text = ("The history of the city begins in the Roman era, when a small settlement grew around the river "
             "crossing. Over the following centuries it became a market town, and by the fifteenth century its "
             "cathedral and university drew scholars from across the continent.")
