@@ -1,4 +1,4 @@
-// KV cache row conversions (model/kv_convert.h) against their scalar references on every ISA this
+// KV cache row conversions (backend/kv_convert.h) against their scalar references on every ISA this
 // machine runs: f32 -> f16 / q8_0 bytes and f16 / q8_0 -> f32 floats must match bit for bit, on
 // random rows of several magnitudes plus half-precision edge values (subnormals, ties, overflow).
 // Also kv_cache::store / keys / values round trips for every type and the f32-only hand-over API.
@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "model/kv_cache.h"
-#include "model/kv_convert.h"
+#include "backend/kv_convert.h"
 #include "quant/quant.h"
 
 using namespace specgen;

@@ -20,7 +20,7 @@ public:
              const float* k, const float* v, const int32_t* pos, float* out);
 
 private:
-    std::vector<float> k_tmp_, v_tmp_;  // f16 / q8_0 rows converted to float (host memory)
+    std::vector<attention_seq> seqs_;  // the batch's sequences for backend::attention_batch
 };
 
 }  // namespace specgen

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "model/kv_convert.h"
+#include "backend/kv_convert.h"
 
 namespace specgen {
 

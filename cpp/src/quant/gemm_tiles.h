@@ -57,6 +57,14 @@ void gemm_tiled(int64_t n, const void* Wv, size_t ws, int n_rows, const void* Xv
         float* Yb = Y + r0;
         int t = 0;
         for (; t + NTB <= n_tok; t += NTB) rows_loop<K, NTB>(n, Wb, ws, nr, X + t * xs, xs, Yb + t * ys, ys);
-        for (; t < n_tok; ++t) rows_loop<K, 1>(n, Wb, ws, nr, X + t * xs, xs, Yb + t * ys, ys);
+        // The last n_tok % NTB tokens in one narrower tile, not one token at a time: 2 tokens took
+        // 9.8 ms per Gemma 3 270M forward against 8.4 for 4 when each unpacked the weights alone.
+        static_assert(NTB <= 4, "tails below handle up to 3 tokens");
+        switch (n_tok - t) {
+            case 3: rows_loop<K, 3>(n, Wb, ws, nr, X + t * xs, xs, Yb + t * ys, ys); break;
+            case 2: rows_loop<K, 2>(n, Wb, ws, nr, X + t * xs, xs, Yb + t * ys, ys); break;
+            case 1: rows_loop<K, 1>(n, Wb, ws, nr, X + t * xs, xs, Yb + t * ys, ys); break;
+            default: break;
+        }
     }
 }

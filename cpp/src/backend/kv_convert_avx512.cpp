@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "model/kv_convert.h"
+#include "backend/kv_convert.h"
 #include "quant/quant.h"
 
 namespace specgen {

@@ -1,4 +1,4 @@
-#include "model/kv_convert.h"
+#include "backend/kv_convert.h"
 
 #include <cmath>
 #include <cstring>
