@@ -159,6 +159,27 @@ def test_matmul_rows_bit_identical_to_vec_dot(isa, t):
                 assert Y[tok, r].tobytes() == np.float32(e).tobytes(), (isa, n_tok, tok, r, Y[tok, r], e)
 
 
+# (3b) the same for batch sizes past the kernels' token tiles and prepared-token chunks (32), rows past
+# the 32-row blocks: each token's outputs equal that token alone (the decode path)
+@pytest.mark.parametrize("isa", ALL_ISAS)
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K])
+def test_matmul_rows_large_batches_equal_single_token(isa, t):
+    if isa not in supported_isas():
+        pytest.skip(f"{isa} not supported here")
+    _core.set_cpu_isa(isa)
+    rng = np.random.default_rng(11 * int(t))
+    bs, _ = BLOCK[t]
+    n = 5 * bs
+    n_rows = 37
+    W = np.concatenate([random_blocks(t, n // bs, rng) for _ in range(n_rows)])
+    for n_tok in (31, 32, 33, 45, 70):
+        xs = [activation(t, rng.standard_normal(n).astype(np.float32)) for _ in range(n_tok)]
+        Y = _core.matmul_rows(int(t), W, n_rows, n, np.concatenate(xs), n_tok)
+        for tok in range(n_tok):
+            alone = _core.matmul_rows(int(t), W, n_rows, n, xs[tok], 1)
+            assert Y[tok].tobytes() == alone[0].tobytes(), (isa, n_tok, tok)
+
+
 # (4) quantize -> dequantize round trip
 RMSE_BOUND = {T.F32: 0.0, T.F16: 5e-4, T.BF16: 4e-3, T.Q8_0: 8e-3, T.Q8_K: 8e-3, T.Q6_K: 2e-2, T.Q5_K: 4e-2,
               T.Q5_0: 4.5e-2, T.Q4_K: 7.5e-2, T.Q4_0: 9e-2}

@@ -2,6 +2,7 @@
 // (used by the CPU backend; the CUDA backend overrides them with device memory).
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "backend/backend.h"
 #include "common/error.h"
@@ -25,6 +26,18 @@ void backend::upload(void* dst, const void* host_src, size_t bytes) { std::memcp
 void backend::download(void* host_dst, const void* src, size_t bytes) { std::memcpy(host_dst, src, bytes); }
 
 void backend::copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+
+void backend::attention_batch(const float* q, const attention_seq* seqs, int n_seqs, const int32_t* pos,
+                              const attention_params& p, float* out) {
+    const int64_t Q = int64_t(p.n_head) * p.head_dim;
+    for (int i = 0; i < n_seqs; ++i) {
+        const attention_seq& s = seqs[i];
+        if (s.type_k != ggml_type::F32 || s.type_v != ggml_type::F32)
+            throw invalid_argument_error(std::string("the ") + name() + " backend attends over f32 KV caches only");
+        attention(q + s.row0 * Q, static_cast<const float*>(s.k), static_cast<const float*>(s.v), s.n_rows,
+                  pos + s.row0, s.n_kv, p, out + s.row0 * Q);
+    }
+}
 
 std::unique_ptr<backend> make_backend(const std::string& device, int n_threads) {
     if (device == "cpu") return make_cpu_backend(n_threads);

@@ -40,6 +40,17 @@ struct attention_params {
     float softcap = 0.0f;    // 0: none
 };
 
+// One sequence's part of backend::attention_batch: its query rows [row0, row0 + n_rows) of q, pos
+// and out, over its own cache rows [0, n_kv) of n_head_kv * head_dim elements stored as F32, F16 or
+// Q8_0 (row_bytes_k / row_bytes_v bytes per row; backend memory).
+struct attention_seq {
+    const void* k = nullptr;
+    const void* v = nullptr;
+    ggml_type type_k = ggml_type::F32, type_v = ggml_type::F32;
+    size_t row_bytes_k = 0, row_bytes_v = 0;
+    int row0 = 0, n_rows = 0, n_kv = 0;
+};
+
 struct backend {
     virtual ~backend() = default;
     virtual const char* name() const = 0;
@@ -71,6 +82,12 @@ struct backend {
     //   q: [n_tokens, n_head, head_dim]; k_cache, v_cache: [n_ctx, n_head_kv, head_dim]; out like q
     virtual void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens,
                            const int32_t* pos, int n_kv, const attention_params& p, float* out) = 0;
+    // attention() of several sequences in one call (a ragged batch): each sequence's queries see its
+    // own cache only; every output row is the one attention() gives for that sequence alone, bit for
+    // bit, with F16 / Q8_0 rows read as their float values. The default calls attention() per
+    // sequence and takes F32 caches only (invalid_argument_error otherwise).
+    virtual void attention_batch(const float* q, const attention_seq* seqs, int n_seqs, const int32_t* pos,
+                                 const attention_params& p, float* out);
     // out[i] = gelu_tanh(gate[i]) * up[i]  or  silu(gate[i]) * up[i]
     virtual void gelu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
     virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/kv_convert.h"
 #include "backend/thread_pool.h"
 #include "backend/vec_math.h"
 #include "common/error.h"
@@ -55,9 +56,49 @@ inline void rope_angles(const float* inv_freq, int half, int pos, float* c, floa
     }
 }
 
+// Query rows of one attention work item: at most this many (items also split by head).
+constexpr int kAttnChunk = 16;
+
+// Row t, head h of causal attention at position `p_t` over cache rows [0, n_kv): k_head / v_head
+// point at the kv head's elements of row 0, rows `stride` floats apart. The same operations in the
+// same order for every caller (attention, attention_batch), so rows agree bit for bit.
+inline void attend_row(const float* q, int t, int h, const float* k_head, const float* v_head, int64_t stride,
+                       int p_t, int n_kv, const attention_params& p, float* scores, float* out) {
+    const int D = p.head_dim;
+    const float* qv = q + (int64_t(t) * p.n_head + h) * D;
+    float* o = out + (int64_t(t) * p.n_head + h) * D;
+    const int last = std::min(p_t, n_kv - 1);
+    const int first = p.sliding_window > 0 ? std::max(0, p_t - p.sliding_window + 1) : 0;
+    float max_s = -INFINITY;
+    for (int j = first; j <= last; ++j) {
+        float s = dot_f32(qv, k_head + j * stride, D) * p.scale;
+        if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+        scores[j] = s;
+        max_s = std::max(max_s, s);
+    }
+    // exp in place, summed in an order fixed by the row length alone.
+    const float sum = vec::exp_sub_sum(scores + first, last - first + 1, max_s);
+    std::fill(o, o + D, 0.0f);
+    for (int j = first; j <= last; ++j) {
+        const float w = scores[j];
+        const float* vv = v_head + j * stride;
+        for (int d = 0; d < D; ++d) o[d] += w * vv[d];
+    }
+    const float inv = 1.0f / sum;
+    for (int d = 0; d < D; ++d) o[d] *= inv;
+}
+
+// Elements of kv head hk (D of them) of cache rows [first, last] as floats: dst + j * D for row j.
+inline void read_head_rows(const void* cache, ggml_type type, size_t row_bytes, int hk, int D, int first, int last,
+                           float* dst) {
+    const uint8_t* base = static_cast<const uint8_t*>(cache) + ggml_row_size(type, int64_t(hk) * D);
+    for (int j = first; j <= last; ++j) kv::to_float(type, base + size_t(j) * row_bytes, dst + size_t(j) * D, D);
+}
+
 class cpu_backend final : public backend {
 public:
-    explicit cpu_backend(int n_threads) : pool_(n_threads), scores_(pool_.n_threads()) {}
+    explicit cpu_backend(int n_threads)
+        : pool_(n_threads), scores_(pool_.n_threads()), attn_k_tmp_(pool_.n_threads()), attn_v_tmp_(pool_.n_threads()) {}
 
     const char* name() const override { return "cpu"; }
     int n_threads() const override { return pool_.n_threads(); }
@@ -174,35 +215,64 @@ public:
 
     void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens, const int32_t* pos,
                    int n_kv, const attention_params& p, float* out) override {
-        const int D = p.head_dim;
-        const int group = p.n_head / p.n_head_kv;
-        const int64_t kv_stride = int64_t(p.n_head_kv) * D;
+        const int64_t kv_stride = int64_t(p.n_head_kv) * p.head_dim;
         for (auto& s : scores_) if (int(s.size()) < n_kv) s.resize(n_kv);
         pool_.parallel_for(int64_t(n_tokens) * p.n_head, [&](int thread, int64_t i0, int64_t i1) {
-            float* scores = scores_[thread].data();
             for (int64_t i = i0; i < i1; ++i) {
-                const int t = int(i / p.n_head), h = int(i % p.n_head), hk = h / group;
-                const float* qv = q + (int64_t(t) * p.n_head + h) * D;
-                float* o = out + (int64_t(t) * p.n_head + h) * D;
-                const int last = std::min(pos[t], n_kv - 1);
-                const int first = p.sliding_window > 0 ? std::max(0, pos[t] - p.sliding_window + 1) : 0;
-                float max_s = -INFINITY;
-                for (int j = first; j <= last; ++j) {
-                    float s = dot_f32(qv, k_cache + j * kv_stride + hk * D, D) * p.scale;
-                    if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
-                    scores[j] = s;
-                    max_s = std::max(max_s, s);
+                const int t = int(i / p.n_head), h = int(i % p.n_head), hk = h / (p.n_head / p.n_head_kv);
+                attend_row(q, t, h, k_cache + hk * p.head_dim, v_cache + hk * p.head_dim, kv_stride, pos[t], n_kv, p,
+                           scores_[thread].data(), out);
+            }
+        });
+    }
+
+    void attention_batch(const float* q, const attention_seq* seqs, int n_seqs, const int32_t* pos,
+                         const attention_params& p, float* out) override {
+        // Work items: (sequence, head, chunk of up to kAttnChunk query rows), in one parallel region.
+        // An item reads F16 / Q8_0 cache rows of its kv head, the ones its rows can see, as floats into
+        // its thread's scratch first; the arithmetic after that is attention()'s.
+        const int D = p.head_dim, group = p.n_head / p.n_head_kv;
+        attn_items_.clear();
+        int max_kv = 0;
+        for (int s = 0; s < n_seqs; ++s) {
+            max_kv = std::max(max_kv, seqs[s].n_kv);
+            for (int r = 0; r < seqs[s].n_rows; r += kAttnChunk)
+                for (int h = 0; h < p.n_head; ++h)
+                    attn_items_.push_back({s, r, std::min(seqs[s].n_rows, r + kAttnChunk), h});
+        }
+        for (auto& sc : scores_) if (int(sc.size()) < max_kv) sc.resize(max_kv);
+        const int64_t kv_stride = int64_t(p.n_head_kv) * D;
+        pool_.parallel_for(int64_t(attn_items_.size()), [&](int thread, int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) {
+                const attn_item& it = attn_items_[i];
+                const attention_seq& sq = seqs[it.seq];
+                const int hk = it.head / group;
+                const int32_t* sp = pos + sq.row0;
+                // Rows of the cache any query of the chunk can see (positions rise within a sequence).
+                const int last = std::min(sp[it.r1 - 1], sq.n_kv - 1);
+                const int first = p.sliding_window > 0 ? std::max(0, sp[it.r0] - p.sliding_window + 1) : 0;
+                const float *kb, *vb;
+                int64_t stride;
+                if (sq.type_k == ggml_type::F32 && sq.type_v == ggml_type::F32) {
+                    kb = static_cast<const float*>(sq.k) + hk * D;
+                    vb = static_cast<const float*>(sq.v) + hk * D;
+                    stride = kv_stride;
+                } else {
+                    // Converted rows [first, last] of head hk, D floats apart; indexed by row from 0.
+                    std::vector<float>& kt = attn_k_tmp_[thread];
+                    std::vector<float>& vt = attn_v_tmp_[thread];
+                    const size_t need = size_t(std::max(last + 1, 1)) * D;
+                    if (kt.size() < need) kt.resize(need);
+                    if (vt.size() < need) vt.resize(need);
+                    read_head_rows(sq.k, sq.type_k, sq.row_bytes_k, hk, D, first, last, kt.data());
+                    read_head_rows(sq.v, sq.type_v, sq.row_bytes_v, hk, D, first, last, vt.data());
+                    kb = kt.data();
+                    vb = vt.data();
+                    stride = D;
                 }
-                // exp in place, summed in an order fixed by the row length alone.
-                const float sum = vec::exp_sub_sum(scores + first, last - first + 1, max_s);
-                std::fill(o, o + D, 0.0f);
-                for (int j = first; j <= last; ++j) {
-                    const float w = scores[j];
-                    const float* vv = v_cache + j * kv_stride + hk * D;
-                    for (int d = 0; d < D; ++d) o[d] += w * vv[d];
-                }
-                const float inv = 1.0f / sum;
-                for (int d = 0; d < D; ++d) o[d] *= inv;
+                for (int t = it.r0; t < it.r1; ++t)
+                    attend_row(q + sq.row0 * int64_t(p.n_head) * D, t, it.head, kb, vb, stride, sp[t], sq.n_kv, p,
+                               scores_[thread].data(), out + sq.row0 * int64_t(p.n_head) * D);
             }
         });
     }
@@ -263,6 +333,9 @@ private:
 
     thread_pool pool_;
     std::vector<std::vector<float>> scores_;  // per-thread attention scratch
+    struct attn_item { int seq, r0, r1, head; };
+    std::vector<attn_item> attn_items_;                   // attention_batch's work items
+    std::vector<std::vector<float>> attn_k_tmp_, attn_v_tmp_;  // per-thread converted K / V rows
     std::vector<std::vector<uint8_t>> xq_;  // quantized activations, one buffer per slot
     std::vector<const void*> xq_of_mat_;    // matmul_shared_input scratch
     std::vector<int64_t> group_end_;        // matmul_shared_input: cumulative 16-row groups per matrix

@@ -142,44 +142,6 @@ size_t model::bytes_per_token() const {
     return b;
 }
 
-kv_cache::kv_cache(const hparams& hp, int n_ctx)
-    : n_ctx_(n_ctx), n_layer_(hp.n_layer), layer_floats_(size_t(hp.n_head_kv) * hp.head_dim * size_t(n_ctx)) {
-    if (n_ctx <= 0) throw invalid_argument_error("n_ctx must be positive, got " + std::to_string(n_ctx));
-}
-
-void kv_cache::allocate(backend& be) {
-    if (kv_) {
-        if (&kv_->owner() != &be)
-            throw invalid_argument_error(std::string("this KV cache lives in the memory of the ") + kv_->owner().name() +
-                                         " backend and cannot be used by another backend (" + be.name() + ")");
-        return;
-    }
-    auto buf = std::make_unique<backend_buffer<float>>(be);
-    buf->reserve(2 * size_t(n_layer_) * layer_floats_);
-    kv_ = std::move(buf);
-}
-
-float* kv_cache::rows(int pos0, int n) const {
-    if (!kv_ || !kv_->owner().host_memory())
-        throw invalid_argument_error("KV rows can be copied only from an allocated host-memory cache");
-    if (pos0 < 0 || n < 0 || pos0 + n > n_ctx_)
-        throw invalid_argument_error("KV rows " + std::to_string(pos0) + "+" + std::to_string(n) + " outside the cache of " +
-                                     std::to_string(n_ctx_));
-    return kv_->data() + size_t(pos0) * row_floats();
-}
-
-void kv_cache::read_rows(int pos0, int n, float* out) const {
-    const float* src = rows(pos0, n);
-    const size_t span = size_t(n) * row_floats();
-    for (int l = 0; l < 2 * n_layer_; ++l) std::memcpy(out + size_t(l) * span, src + size_t(l) * layer_floats_, span * sizeof(float));
-}
-
-void kv_cache::write_rows(int pos0, int n, const float* in) {
-    float* dst = rows(pos0, n);
-    const size_t span = size_t(n) * row_floats();
-    for (int l = 0; l < 2 * n_layer_; ++l) std::memcpy(dst + size_t(l) * layer_floats_, in + size_t(l) * span, span * sizeof(float));
-}
-
 evaluator::evaluator(const model& m, backend& be)
     : m_(m), be_(be), x_(be), xn_(be), q_(be), k_(be), v_(be), attn_(be), proj_(be), gate_(be), up_(be),
       out_norm_(be), logits_(be) {}
@@ -203,17 +165,36 @@ void evaluator::ensure_capacity(int n) {
 }
 
 void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers) {
-    const hparams& hp = m_.hp();
     if (n <= 0) throw invalid_argument_error("forward needs at least one token");
-    if (pos0 < 0 || int64_t(pos0) + n > cache.n_ctx())
-        throw context_overflow_error("positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + n - 1) +
-                                     " exceed the context of " + std::to_string(cache.n_ctx()) + " tokens");
+    single_.clear();
+    single_.add(0, tokens, n, pos0);
+    forward_batch(cache, single_, n_layers);
+}
+
+void evaluator::forward_batch(kv_cache& cache, const batch& b, int n_layers) {
+    const hparams& hp = m_.hp();
+    if (b.empty()) throw invalid_argument_error("forward needs at least one token");
+    seen_.assign(cache.n_seq(), false);
+    for (const batch::entry& e : b.entries()) {
+        if (e.n <= 0) throw invalid_argument_error("forward needs at least one token per sequence");
+        if (e.seq < 0 || e.seq >= cache.n_seq())
+            throw invalid_argument_error("sequence " + std::to_string(e.seq) + " outside the cache's " +
+                                         std::to_string(cache.n_seq()) + " sequences");
+        if (seen_[e.seq]) throw invalid_argument_error("sequence " + std::to_string(e.seq) + " appears twice in one batch");
+        seen_[e.seq] = true;
+        if (e.pos0 < 0 || int64_t(e.pos0) + e.n > cache.n_ctx())
+            throw context_overflow_error("positions " + std::to_string(e.pos0) + ".." + std::to_string(e.pos0 + e.n - 1) +
+                                         " exceed the context of " + std::to_string(cache.n_ctx()) + " tokens");
+    }
     if (n_layers < 0 || n_layers > hp.n_layer) throw invalid_argument_error("n_layers out of range");
     cache.allocate(be_);
+    const int n = b.n_rows();
+    const int32_t* tokens = b.tokens();
     ensure_capacity(n);
     const int E = hp.n_embd, D = hp.head_dim;
     const int64_t Q = int64_t(hp.n_head) * D, KV = int64_t(hp.n_head_kv) * D;
-    for (int t = 0; t < n; ++t) pos_[t] = pos0 + t;
+    for (const batch::entry& e : b.entries())
+        for (int t = 0; t < e.n; ++t) pos_[e.row0 + t] = e.pos0 + t;
 
     // Model constants (norm weights, biases) are host vectors; be_.constant() gives the backend's copy.
     auto constant = [&](const std::vector<float>& host) { return be_.constant(host.data(), int64_t(host.size())); };
@@ -245,8 +226,6 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
         const float base = swa ? hp.rope_base_local : hp.rope_base;
         be_.rope(q_.data(), n, hp.n_head, D, pos_.data(), base, hp.rope);
         be_.rope(k_.data(), n, hp.n_head_kv, D, pos_.data(), base, hp.rope);
-        be_.copy(cache.k(il) + int64_t(pos0) * KV, k_.data(), sizeof(float) * n * KV);
-        be_.copy(cache.v(il) + int64_t(pos0) * KV, v_.data(), sizeof(float) * n * KV);
 
         attention_params ap;
         ap.n_head = hp.n_head;
@@ -254,7 +233,7 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
         ap.head_dim = D;
         ap.scale = hp.attn_scale;
         ap.sliding_window = swa ? hp.sliding_window : 0;
-        be_.attention(q_.data(), cache.k(il), cache.v(il), n, pos_.data(), pos0 + n, ap, attn_.data());
+        attention_.run(be_, cache, b, il, ap, q_.data(), k_.data(), v_.data(), pos_.data(), attn_.data());
         be_.matmul(L.wo, attn_.data(), n, proj_.data());
         if (hp.post_norms) be_.rms_norm(proj_.data(), constant(L.post_attn_norm), n, E, hp.norm_eps, proj_.data());
         be_.add(x, proj_.data(), int64_t(n) * E, x);

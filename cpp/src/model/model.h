@@ -1,5 +1,5 @@
-// A decoder-only transformer loaded from GGUF (families llama, qwen2, gemma3), its KV cache, and the
-// evaluator that runs the forward pass on a backend.
+// A decoder-only transformer loaded from GGUF (families llama, qwen2, gemma3) and the evaluator that
+// runs the forward pass on a backend (the KV cache: kv_cache.h; ragged batches: batch.h).
 //
 // The model is immutable after load and may be shared by several evaluators (the target and a
 // self-drafter on another thread); each evaluator owns its scratch buffers.
@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/batch.h"
+#include "model/batch_attention.h"
 #include "model/hparams.h"
+#include "model/kv_cache.h"
 
 namespace specgen {
 
@@ -45,34 +48,6 @@ private:
     std::vector<float> output_norm_;
 };
 
-// Keys and values of every layer for one sequence: [n_ctx, n_head_kv * head_dim] floats per layer,
-// in the memory of the backend that computes with it (host for CPU, device for CUDA).
-class kv_cache {
-public:
-    kv_cache(const hparams& hp, int n_ctx);
-    // Allocates the cache (zero-filled) in `be`'s memory; the first evaluator that uses the cache
-    // does it if nobody did before. Throws invalid_argument_error for a second, different backend.
-    void allocate(backend& be);
-    int n_ctx() const { return n_ctx_; }
-    int n_layer() const { return n_layer_; }
-    float* k(int il) { return kv_->data() + size_t(il) * layer_floats_; }                 // backend memory
-    float* v(int il) { return kv_->data() + size_t(n_layer_ + il) * layer_floats_; }
-    size_t bytes() const { return 2 * size_t(n_layer_) * layer_floats_ * sizeof(float); }
-    // Keys and values of rows pos0..pos0+n-1 of every layer, as [K of layer 0..n_layer-1, then V][n][row]
-    // floats (row_floats() each): how a drafter that ran every layer on the same weights hands its rows
-    // to the target's cache (speculative/ssd/ssd.h). Host-memory caches only (invalid_argument_error otherwise).
-    size_t row_floats() const { return layer_floats_ / size_t(n_ctx_); }
-    void read_rows(int pos0, int n, float* out) const;
-    void write_rows(int pos0, int n, const float* in);
-
-private:
-    float* rows(int pos0, int n) const;  // checks the range and the memory; the start of K's layer 0
-
-    int n_ctx_, n_layer_;
-    size_t layer_floats_;
-    std::unique_ptr<backend_buffer<float>> kv_;  // K of layers 0..n_layer-1, then their V
-};
-
 // Runs the forward pass of a model on a backend. Not thread-safe: one evaluator per thread.
 class evaluator {
 public:
@@ -86,7 +61,16 @@ public:
     // and values into `cache` rows pos0.., and leaves the output-normed hidden states in hidden():
     // [n, n_embd]. Positions past pos0+n in the cache are ignored (that is how rollback works: the
     // caller's sequence length is the truth, stale rows are overwritten later). `tokens` is host memory.
+    // The one-sequence case of forward_batch: sequence 0 of `cache`.
     void forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers);
+    // One pass over every row of a ragged batch (batch.h): each matmul runs over all rows at once,
+    // attention per sequence over that sequence's slot of `cache` only, each entry's keys and values
+    // written to its sequence's rows pos0... hidden() then holds the output-normed rows in the batch's
+    // order: [b.n_rows(), n_embd]. A sequence's rows are bit-identical to forward() of that sequence
+    // alone, whatever else is in the batch. Throws invalid_argument_error for an empty batch, an
+    // empty entry, a sequence outside the cache or appearing twice; context_overflow_error for
+    // positions past n_ctx.
+    void forward_batch(kv_cache& cache, const batch& b, int n_layers);
     // Backend memory (readable on the host only when be().host_memory()); pass it, or rows of it,
     // to logits().
     const float* hidden() const { return out_norm_.data(); }
@@ -114,6 +98,9 @@ private:
     // Scratch in backend memory.
     backend_buffer<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, out_norm_, logits_;
     std::vector<int32_t> pos_;  // host: index arrays stay on the host
+    batch single_;              // forward()'s one-entry batch
+    std::vector<bool> seen_;    // forward_batch: sequences already in the batch
+    batch_attention attention_;
 };
 
 }  // namespace specgen

@@ -12,4 +12,5 @@ void bind_verify(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
 void bind_nanospec(nanobind::module_& m);
 void bind_backend(nanobind::module_& m);
+void bind_batch(nanobind::module_& m);
 }  // namespace specgen::python

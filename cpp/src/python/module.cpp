@@ -12,4 +12,5 @@ NB_MODULE(_core, m) {
     bind_engine(m);
     bind_nanospec(m);
     bind_backend(m);
+    bind_batch(m);
 }

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <type_traits>
+#include <vector>
 
 #include "quant/kernels.h"
 

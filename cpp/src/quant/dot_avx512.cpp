@@ -10,6 +10,8 @@
 // Compiled with -mavx512f/bw/vl/dq/vnni (CMakeLists.txt); only called when best_cpu_isa() allows.
 #include <immintrin.h>
 
+#include <vector>
+
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_* helpers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -59,8 +61,74 @@ inline __m512i load_nibble_pair(const uint8_t* a, const uint8_t* b, bool two) {
 inline __m512i nibble_scale_idx() { return _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0); }
 inline __m512i plain_scale_idx() { return _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0); }
 
+// The per-token part of a Q8_0-family tile, computed once per call instead of once per row tile
+// (gemm_tiled_prepared): the x pair, its offset correction and its scales. The values are those the
+// plain kernels compute, so an output does not depend on which path made it.
+struct alignas(64) x_pair {
+    __m512i q, ncorr;
+    __m512 d;
+};
+
+// x pairs of n_tok tokens, [t * n_pairs + pair]. NIBBLE: x in nibble order (4-bit weight types);
+// OFFSET: what the weights are stored plus (128 for Q8_0's xor trick, 8 / 16 for Q4_0 / Q5_0).
+template <bool NIBBLE, int OFFSET>
+void prepare_x_pairs(int64_t n, const uint8_t* X, size_t xs, int n_tok, x_pair* P) {
+    const int64_t nb = n / QK, np = (nb + 1) / 2;
+    const __m512i off = _mm512_set1_epi8(static_cast<char>(OFFSET)), zero = _mm512_setzero_si512();
+    const __m512i idx = NIBBLE ? nibble_scale_idx() : plain_scale_idx();
+    for (int t = 0; t < n_tok; ++t)
+        for (int64_t b = 0; b < nb; b += 2) {
+            const bool two = b + 1 < nb;
+            const block_q8_0* xb = reinterpret_cast<const block_q8_0*>(X + t * xs) + b;
+            x_pair& xp = P[t * np + b / 2];
+            xp.q = NIBBLE ? load_q8_pair_nibble_order(xb, two) : load_q8_pair(xb, two);
+            xp.ncorr = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, off, xp.q));
+            xp.d = scale_pair(xb, two, idx);
+        }
+}
+
+// NR x NT outputs over prepared x pairs; load_w(row block pointer, two) gives the unsigned weight
+// pair and IDX its scale order. The same operations per output as the plain kernels below.
+template <class B, int NR, int NT, class LoadW>
+inline void run_x_pairs(int64_t n, const uint8_t* W, size_t ws, const x_pair* P, int64_t np, float* Y, int64_t ys,
+                        __m512i idx, LoadW load_w) {
+    const int64_t nb = n / QK;
+    __m512 acc[NR][NT];
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    stream_prefetcher pf(W, NR * ws, (nb + 1) / 2);
+    for (int64_t b = 0; b < nb; b += 2) {
+        pf.step();
+        const bool two = b + 1 < nb;
+        for (int r = 0; r < NR; ++r) {
+            const B* wb = reinterpret_cast<const B*>(W + r * ws) + b;
+            const __m512i wq = load_w(wb, two);
+            const __m512 wd = scale_pair(wb, two, idx);
+            for (int t = 0; t < NT; ++t) {
+                const x_pair& xp = P[t * np + b / 2];
+                const __m512i p = _mm512_dpbusd_epi32(xp.ncorr, wq, xp.q);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd, xp.d), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t) Y[t * ys + r] = hsum(acc[r][t]);
+}
+
 struct k_q8_0 {
     static constexpr int nr_decode = 4, nr_batch = 4, nt_batch = 4;
+    static constexpr int nt_prepared = 6;  // 24 accumulators: x comes from memory, not registers
+    static int64_t prepared_per_token(int64_t n) { return (n / QK + 1) / 2; }
+    static void prepare(int64_t n, const uint8_t* X, size_t xs, int n_tok, x_pair* P) {
+        prepare_x_pairs<false, 128>(n, X, xs, n_tok, P);
+    }
+    template <int NR, int NT>
+    static void run_prepared(int64_t n, const uint8_t* W, size_t ws, const x_pair* P, int64_t np, float* Y, int64_t ys) {
+        const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+        run_x_pairs<block_q8_0, NR, NT>(n, W, ws, P, np, Y, ys, plain_scale_idx(), [&](const block_q8_0* wb, bool two) {
+            return _mm512_xor_si512(load_q8_pair(wb, two), bias);
+        });
+    }
     template <int NR, int NT>
     static void run(int64_t n, const uint8_t* W, size_t ws, const uint8_t* X, size_t xs, float* Y, int64_t ys) {
         const int64_t nb = n / QK;
@@ -101,6 +169,15 @@ struct k_q8_0 {
 template <class B, int OFFSET>
 struct k_q4_5_0 {
     static constexpr int nr_decode = 4, nr_batch = 4, nt_batch = 4;
+    static constexpr int nt_prepared = 6;
+    static int64_t prepared_per_token(int64_t n) { return (n / QK + 1) / 2; }
+    static void prepare(int64_t n, const uint8_t* X, size_t xs, int n_tok, x_pair* P) {
+        prepare_x_pairs<true, OFFSET>(n, X, xs, n_tok, P);
+    }
+    template <int NR, int NT>
+    static void run_prepared(int64_t n, const uint8_t* W, size_t ws, const x_pair* P, int64_t np, float* Y, int64_t ys) {
+        run_x_pairs<B, NR, NT>(n, W, ws, P, np, Y, ys, nibble_scale_idx(), [](const B* wb, bool two) { return load_w(wb, two); });
+    }
     static inline __m512i load_w(const B* b, bool two) {
         __m512i w = load_nibble_pair(b[0].qs, two ? b[1].qs : b[0].qs, two);
         if constexpr (OFFSET == 16) {
@@ -318,9 +395,9 @@ struct k_float {
 
 gemm_fn gemm_kernel_avx512(ggml_type w_type) {
     switch (w_type) {
-        case ggml_type::Q8_0: return gemm_tiled<k_q8_0>;
-        case ggml_type::Q4_0: return gemm_tiled<k_q4_5_0<block_q4_0, 8>>;
-        case ggml_type::Q5_0: return gemm_tiled<k_q4_5_0<block_q5_0, 16>>;
+        case ggml_type::Q8_0: return gemm_tiled_prepared<k_q8_0, x_pair>;
+        case ggml_type::Q4_0: return gemm_tiled_prepared<k_q4_5_0<block_q4_0, 8>, x_pair>;
+        case ggml_type::Q5_0: return gemm_tiled_prepared<k_q4_5_0<block_q5_0, 16>, x_pair>;
         case ggml_type::Q4_K: return gemm_tiled<k_q4_k>;
         case ggml_type::Q6_K: return gemm_tiled<k_q6_k>;
         case ggml_type::F32: return gemm_tiled<k_float<fkind::f32>>;
