@@ -69,7 +69,7 @@ public:
 
     // Keys and values of rows pos0..pos0+n-1 of every layer of sequence seq, as
     // [K of layer 0..n_layer-1, then V][n][row] floats (row_floats() each): how a drafter that ran every
-    // layer on the same weights hands its rows to the target's cache (spec/ssd.h). f32 host-memory
+    // layer on the same weights hands its rows to the target's cache (speculative/ssd/ssd.h). f32 host-memory
     // caches only (invalid_argument_error otherwise: a converted row would not be the row the target
     // writes; use copy_rows_from between caches of the same type).
     size_t row_floats() const { return size_t(row_elems_); }
