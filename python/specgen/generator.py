@@ -104,11 +104,16 @@ class Generator:
     resolved with huggingface_hub, honouring HF_HUB_OFFLINE and ``cache_dir``), or None for the
     default model (Gemma 3 270M from the ``specgen[gemma]`` extra).
 
-    Speculative decoding: ``draft`` is None (plain decoding), "ngram" (prompt lookup), "self" (the
-    target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
-    vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
+    Speculative decoding: ``draft_kind`` is "none" (plain decoding), "ngram" (prompt lookup), "self"
+    (the target's own first ``self_layers`` layers) or "model" (``draft_model``: a path/Hub reference
+    to a draft GGUF with the same vocabulary). The shorter ``draft=`` takes None, "ngram", "self" or
+    the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
+
+    Every range, default and message comes from the engine's parameter table
+    (``specgen._core.param_specs()``); ``n_threads`` None or 0 means automatic, ``seed`` None or -1 a
+    fresh random seed.
 
     SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
     ``n_threads_draft`` threads while the target verifies (unset: ``n_threads`` is split, half for
@@ -120,7 +125,7 @@ class Generator:
     drafter's top-F tokens (Saguaro sampling; 1 = off). ``nanospec`` / ``frspec`` apply to the SSD
     drafter as to a sequential one (draft logits over S only). Output stays lossless.
 
-    Draft head (self or model drafters, ALGORITHMS.md section 3): ``nanospec=True`` computes draft
+    Draft head (self or model drafters, docs/ALGORITHMS.md section 3): ``nanospec=True`` computes draft
     logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids: the
     prompt, the target's top ``nanospec_topk`` ids at every prompt and verified position, and the
     drafted and emitted tokens);
