@@ -134,3 +134,13 @@ def test_new_generate_knobs(gen):
     on = gen.generate("a a a a a a a a", max_tokens=6, temperature=0, repeat_penalty=5.0, repeat_last_n=-1).tokens
     assert off == base and on != base
 
+
+
+def test_constructor_seed(model_path):
+    with specgen.Generator(model_path, n_ctx=64, n_threads=1, seed=-1) as g:
+        assert len({g.generate("Hi", max_tokens=1).stats.seed for _ in range(3)}) == 3  # fresh per call
+    with specgen.Generator(model_path, n_ctx=64, n_threads=1, seed=5) as g:
+        assert [g.generate("Hi", max_tokens=1).stats.seed for _ in range(2)] == [5, 5]
+        assert g.generate("Hi", max_tokens=1, seed=6).stats.seed == 6
+    with pytest.raises(InvalidParameterError, match="seed"):
+        specgen.Generator(model_path, n_ctx=64, seed=-2)

@@ -39,7 +39,7 @@ __all__ = [
 
 
 def __getattr__(name):
-    # `specgen.bench` loads on first use, so `python -m specgen.bench` does not import it twice.
+    # `specgen.bench` (a subpackage) loads on first use: `import specgen` stays light.
     if name == "bench":
         import importlib
 

@@ -50,6 +50,17 @@ def _specs() -> Dict[str, Dict[str, Any]]:
 _SPECS: Optional[Dict[str, Dict[str, Any]]] = None
 
 
+def _word(name: str, value: Any, expected: str) -> str:
+    """A str the engine can take (UTF-8 encodable), else InvalidParameterError naming what was expected."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+    raise InvalidParameterError(f"{name} must be {expected}, got {value!r}")
+
+
 def _param(name: str, value: Any) -> Any:
     """``value`` as the type of parameter ``name``, range-checked by the table (InvalidParameterError)."""
     from specgen import _core
@@ -61,9 +72,7 @@ def _param(name: str, value: Any) -> Any:
             raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
         return bool(value)
     if kind == "choice":
-        if not isinstance(value, str):
-            raise InvalidParameterError(f"{name} must be one of {', '.join(spec['choices'])}, got {value!r}")
-        return _core.parse_choice(name, value)
+        return _core.parse_choice(name, _word(name, value, "one of " + ", ".join(spec["choices"])))
     if kind == "integer":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
@@ -74,6 +83,11 @@ def _param(name: str, value: Any) -> Any:
         value = float(value)
     _core.check_param(name, value)
     return value
+
+
+def _choice(name: str, value: Any, enum: Any) -> Any:
+    """The engine enum member of choice parameter ``name`` (its choices are the member names)."""
+    return getattr(enum, _specs()[name]["choices"][_param(name, value)])
 
 
 def _seed(value: Any) -> int:
@@ -183,9 +197,7 @@ class Generator:
         for name, ref in (("model", model), ("draft", draft), ("draft_model", draft_model)):
             if ref is not None and not isinstance(ref, (str, os.PathLike)):
                 raise InvalidParameterError(f"{name} must be a path, a Hub reference or None, got {type(ref).__name__}")
-        if not isinstance(device, str):
-            raise InvalidParameterError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-        _core.parse_device(device)
+        _core.parse_device(_word("device", device, "'cpu', 'cuda' or 'cuda:N'"))
         kind, draft_ref = self._draft_choice(draft, draft_kind, draft_model)
 
         p = _core.GeneratorParams()
@@ -202,10 +214,9 @@ class Generator:
                             ("reuse_draft_hidden", reuse_draft_hidden), ("ssd", ssd), ("ssd_fanout", ssd_fanout),
                             ("ssd_budget", ssd_budget), ("saguaro_c", saguaro_c)):
             setattr(p, name, _param(name, value))
-        p.verify = (_core.VerifyMode.token, _core.VerifyMode.block)[_param("verify", verify)]
-        p.ssd_fanout_schedule = (_core.SsdSchedule.uniform, _core.SsdSchedule.geometric)[
-            _param("ssd_fanout_schedule", ssd_fanout_schedule)]
-        p.ssd_backup = (_core.SsdBackup.neural, _core.SsdBackup.fast)[_param("ssd_backup", ssd_backup)]
+        p.verify = _choice("verify", verify, _core.VerifyMode)
+        p.ssd_fanout_schedule = _choice("ssd_fanout_schedule", ssd_fanout_schedule, _core.SsdSchedule)
+        p.ssd_backup = _choice("ssd_backup", ssd_backup, _core.SsdBackup)
         if p.frspec > 0:
             p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
@@ -214,7 +225,8 @@ class Generator:
         p.validate()
         if kind == "model":
             p.set_draft(_core.DraftKind.model, self._resolve_draft(draft_ref, cache_dir))
-        self.seed = None if seed is None else _seed(seed)
+        # The seed of every generate() call that passes none; None or -1: a fresh one per call.
+        self.seed = None if seed is None or _param("seed", seed) == -1 else int(seed)
         self.model_path = p.model_path
         self.device = device
         self.draft = draft if draft is not None else (None if kind == "none" else (draft_ref or kind))
@@ -230,9 +242,7 @@ class Generator:
         if draft is not None and (draft_kind is not None or draft_model is not None):
             raise InvalidParameterError("pass either draft or draft_kind/draft_model, not both")
         if draft_kind is not None:
-            if not isinstance(draft_kind, str):
-                raise InvalidParameterError(f"draft_kind must be one of none, ngram, self, model, got {draft_kind!r}")
-            kind = _core.parse_draft_kind(draft_kind).name
+            kind = _core.parse_draft_kind(_word("draft_kind", draft_kind, "one of none, ngram, self, model")).name
             if (kind == "model") != (draft_model is not None):
                 raise InvalidParameterError("draft_model goes with draft_kind='model' (and only with it)")
             return kind, draft_model
