@@ -144,3 +144,24 @@ def test_constructor_seed(model_path):
         assert g.generate("Hi", max_tokens=1, seed=6).stats.seed == 6
     with pytest.raises(InvalidParameterError, match="seed"):
         specgen.Generator(model_path, n_ctx=64, seed=-2)
+
+
+def test_c_api_shares_the_table(model_path, tmp_path):
+    import shutil
+
+    from specgen import paths
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    try:
+        inc, lib = paths.include_dir(), paths.lib_dir()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    if not cc:
+        pytest.skip("no C compiler")
+    exe = tmp_path / "params"
+    r = subprocess.run([cc, "-std=c99", "-Wall", "-Werror", str(ROOT / "tests" / "c" / "params.c"), "-I", inc, "-L", lib,
+                        "-lspecgen", f"-Wl,-rpath,{lib}", "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(exe), str(model_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "ALL CHECKS PASSED" in r.stderr, r.stderr
+    assert f"version={specgen.__version__}" in r.stdout
