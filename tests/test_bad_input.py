@@ -116,7 +116,7 @@ BAD_SAMPLING = [
     ("temperature", "0.5"), ("top_p", 0.0), ("top_p", 1.5), ("top_p", math.nan), ("top_p", -1.0),
     ("min_p", -0.01), ("min_p", 1.01), ("min_p", math.nan), ("top_k", -1), ("top_k", 2.5), ("top_k", 2**70),
     ("repeat_penalty", 0.0), ("repeat_penalty", -1.0), ("repeat_penalty", math.nan), ("repeat_penalty", math.inf),
-    ("seed", 1.5), ("seed", -1), ("seed", 2**64), ("seed", "42"), ("stop", 5), ("stop", [b"x"]),
+    ("seed", 1.5), ("seed", -2), ("seed", 2**64), ("seed", "42"), ("stop", 5), ("stop", [b"x"]),
 ]
 
 
@@ -166,7 +166,7 @@ BAD_GENERATOR = [
     ("verify", "fast"), ("verify", None), ("draft_max", 0), ("draft_max", 65), ("draft_max", 2.0),
     ("draft_min", -1), ("draft_min", 9), ("draft_p_min", math.nan), ("draft_p_min", 1.5), ("draft_p_min", -0.1),
     ("ngram_min", 0), ("ngram_max", 65), ("self_layers", -1), ("self_layers", 2**40), ("frspec", 2**40), ("n_ctx", 0), ("n_ctx", -5), ("n_ctx", 2**21),
-    ("n_ctx", "64"), ("n_threads", 0), ("n_threads", -1), ("n_threads", 10**6), ("seed", -3), ("nanospec", 1),
+    ("n_ctx", "64"), ("n_threads", -1), ("n_threads", 10**6), ("seed", -3), ("nanospec", 1),
     ("ssd", "yes"), ("nanospec_capacity", 1), ("nanospec_topk", 0), ("nanospec_topk", 65), ("frspec", -1), ("draft", 5),
 ]
 

@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from specgen import bench, bench_report
-from specgen.bench_stats import pool_runs, position_acceptance, ratio, speed_of_light, spread
+from specgen import bench
+from specgen.bench import report as bench_report
+from specgen.bench.stats import pool_runs, position_acceptance, ratio, speed_of_light, spread
 
 # Two runs of a speculative configuration, counters chosen by hand.
 S1 = dict(n_prompt_tokens=5, n_generated=10, prefill_seconds=0.5, decode_seconds=2.0, n_rounds=4, n_drafted=12,

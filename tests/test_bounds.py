@@ -1,4 +1,4 @@
-"""Speed-of-light formulas (ALGORITHMS.md section 5) against hand-computed values, and their inputs
+"""Speed-of-light formulas (docs/ALGORITHMS.md section 5) against hand-computed values, and their inputs
 measured on synthetic acceptance traces and on the C++ verifier."""
 from __future__ import annotations
 

@@ -457,3 +457,27 @@ def test_specgen_tokenizer_matches_the_source_tokenizer(converted, checkpoints, 
         encode = sp.encode
     for text in _TEXTS:
         assert list(tok.encode(text, add_special=False)) == encode(text), text
+
+
+def test_bpe_with_empty_merges_converts_to_a_loadable_gguf(checkpoints, tmp_path):
+    """A byte-level BPE tokenizer.json whose merges list is empty (a character-level vocabulary) converts to
+    a GGUF that specgen loads and that tokenizes as the source tokenizer does (every text splits into its
+    byte-level symbols)."""
+    import shutil
+
+    from specgen._core import Tokenizer
+
+    d = tmp_path / "qwen2-no-merges"
+    shutil.copytree(checkpoints["qwen2"][0], d)
+    tj = json.loads((d / "tokenizer.json").read_text())
+    tj["model"]["merges"] = []
+    (d / "tokenizer.json").write_text(json.dumps(tj))
+    out = conv.convert(d, tmp_path / "m.gguf", "f16", progress=False)
+    ref = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    tok = Tokenizer(str(out))
+    for text in _TEXTS:
+        ids = ref.encode(text, add_special_tokens=False).ids
+        assert len(ids) == len(text.encode("utf-8")) or len(ids) >= len(text)  # no merges: one symbol per byte/char
+        assert list(tok.encode(text, add_special=False)) == ids, text
+    with specgen.Generator(str(out), n_ctx=64, n_threads=1) as g:
+        assert len(g.generate("The quick", max_tokens=2, temperature=0).tokens) == 2

@@ -1,4 +1,4 @@
-"""NanoSpec's in-context draft vocabulary and FR-Spec's static one (ALGORITHMS.md section 3).
+"""NanoSpec's in-context draft vocabulary and FR-Spec's static one (docs/ALGORITHMS.md section 3).
 
 1. The set S (specgen._core.NanoSpecVocab over Gemma 3 270M's head): prefill content, growth order,
    capacity (a full set stops adding, never drops), reset per request, the incremental gather equals

@@ -126,7 +126,7 @@ def test_default_model_and_aliases(model_path):
 
 
 @pytest.mark.parametrize("kwargs", [dict(verify="tree"), dict(draft_max=0), dict(draft_min=9, draft_max=8),
-                                    dict(n_ctx=0), dict(n_threads=0), dict(nanospec="yes")])
+                                    dict(n_ctx=0), dict(n_threads=-1), dict(nanospec="yes")])
 def test_bad_constructor_parameters(model_path, kwargs):
     with pytest.raises(specgen.InvalidParameterError):
         specgen.Generator(model_path, **kwargs)
@@ -134,7 +134,7 @@ def test_bad_constructor_parameters(model_path, kwargs):
 
 @pytest.mark.parametrize("kwargs", [dict(temperature=-1), dict(temperature=float("nan")), dict(top_p=0),
                                     dict(top_p=1.5), dict(min_p=-0.1), dict(top_k=-1), dict(repeat_penalty=0),
-                                    dict(max_tokens=-2), dict(seed=-1), dict(stop=[1])])
+                                    dict(max_tokens=-2), dict(seed=-2), dict(stop=[1])])
 def test_bad_generate_parameters(gen, kwargs):
     with pytest.raises(ValueError):
         gen.generate("x", **kwargs)

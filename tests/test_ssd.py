@@ -1,4 +1,4 @@
-"""SSD / Saguaro (ALGORITHMS.md section 4) is lossless and race-free.
+"""SSD / Saguaro (docs/ALGORITHMS.md section 4) is lossless and race-free.
 
 1. Saguaro sampling: the C++ reweighting (q'(t) ~ C q(t) on the top-F of q, q(t) elsewhere) gives a
    proposal the verifiers stay lossless with: Monte Carlo of the C++ verifier with a q' tree built by
@@ -9,7 +9,7 @@
 3. Sampling at temperature 1 follows the target (chi-square on the first token).
 4. No races: 50 short generations back to back on one Generator, each starting and joining the drafter
    thread, all identical to plain decoding. (tools/tsan_ssd.sh runs the C++ program under TSAN.)
-5. NanoSpec / FR-Spec heads (ALGORITHMS.md 3) under SSD: greedy identity for hits and forced misses;
+5. NanoSpec / FR-Spec heads (docs/ALGORITHMS.md section 3) under SSD: greedy identity for hits and forced misses;
    with every round a miss and the neural backup, SSD drafts exactly what the sequential NanoSpec
    drafter drafts (same rounds, same acceptance, same |S|), so the drafts are over S and S grows by
    the sequential rule; |S| is reported; sampling at temperature 1 follows the target.

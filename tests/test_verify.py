@@ -1,9 +1,9 @@
-"""The verifiers are lossless (ALGORITHMS.md sections 1 and 2), and the test can tell when one is not.
+"""The verifiers are lossless (docs/ALGORITHMS.md sections 1 and 2), and the test can tell when one is not.
 
 Toy "models": a target p and a drafter q given as a distribution for EVERY prefix over a vocabulary of
 3-4 tokens, gamma 3-4 (the tree layout of specgen.verify.simulate). Two layers of proof:
 
-1. `exact_round` is a tiny exact enumerator that mirrors ALGORITHMS.md line by line. It shows that the
+1. `exact_round` is a tiny exact enumerator that mirrors docs/ALGORITHMS.md line by line. It shows that the
    token-wise and capped block rules are lossless to 1e-12, that the uncapped rule of the official HSD
    code is not (errors ~1e-3..1e-2), and that block's expected accepted length is >= token-wise.
 2. The thing under test is the C++ verifier: `specgen.verify.simulate` runs 10^6 rounds in C++ (drafts
@@ -85,7 +85,7 @@ def f32(t):
 
 
 # ---------------------------------------------------------------------------------------------------
-# exact enumerator mirroring ALGORITHMS.md (reference for the C++ verifier; not the thing under test)
+# exact enumerator mirroring docs/ALGORITHMS.md (reference for the C++ verifier; not the thing under test)
 def exact_round(method, P, Q, V, g):
     """Exact distribution of the emitted sequence (x_1..x_k, y), as an array over rows 1..off(g+2)-1."""
     P, Q = f32(P), f32(Q)
@@ -233,7 +233,7 @@ def test_exact_spec_lossless_and_block_not_shorter(V, g, q_kind, p_kind):
         # q(x) = 1 makes every r_k <= 1, so the cap M_k is 1 and both variants coincide.
         assert err_uncapped < 1e-12
     elif q_kind == "full" and p_kind == "full":
-        assert err_uncapped > 1e-3  # the official code's lossy rule (ALGORITHMS.md: ~5e-3)
+        assert err_uncapped > 1e-3  # the official code's lossy rule (docs/ALGORITHMS.md: ~5e-3)
 
 
 # ---------------------------------------------------------------------------------------------------

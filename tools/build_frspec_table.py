@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds an FR-Spec frequency table (the NanoSpec baseline, ALGORITHMS.md section 3) for a GGUF model.
+"""Builds an FR-Spec frequency table (the NanoSpec baseline, docs/ALGORITHMS.md section 3) for a GGUF model.
 
 The table lists token ids by descending frequency; an ``frspec = N`` drafter's head covers its first N.
 With ``--corpus`` files the ids are ranked by how often the model's own tokenizer

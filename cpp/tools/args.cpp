@@ -7,51 +7,32 @@
 #include <functional>
 #include <map>
 
+#include "common/error.h"
+
 namespace specgen::cli {
 
 namespace {
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+// The table's strict parse, its errors as usage errors (exit code 2) naming the flag.
+long double parse_as(const char* param, const std::string& flag, const std::string& value) {
+    try {
+        return parse_param_text(param_spec_of(param), value, flag);
+    } catch (const invalid_argument_error& e) {
+        throw usage_error(e.what());
+    }
+}
 
 }  // namespace
-
-int64_t parse_int(const std::string& flag, const std::string& value, int64_t lo, int64_t hi) {
-    const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    if (value.empty() || is_space(value[0]))
-        throw usage_error(flag + " expects an integer in " + range + ", got " + quoted(value));
-    errno = 0;
-    char* end = nullptr;
-    const long long v = std::strtoll(value.c_str(), &end, 10);
-    if (*end != '\0') throw usage_error(flag + " expects an integer in " + range + ", got " + quoted(value));
-    if (errno == ERANGE || v < lo || v > hi) throw usage_error(flag + " must be in " + range + ", got " + value);
-    return v;
-}
-
-double parse_float(const std::string& flag, const std::string& value, double lo, double hi) {
-    auto fmt = [](double x) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%g", x);
-        return std::string(b);
-    };
-    const std::string range = "[" + fmt(lo) + ", " + fmt(hi) + "]";
-    if (value.empty() || is_space(value[0]))
-        throw usage_error(flag + " expects a number in " + range + ", got " + quoted(value));
-    errno = 0;
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (*end != '\0') throw usage_error(flag + " expects a number in " + range + ", got " + quoted(value));
-    if (!std::isfinite(v) || v < lo || v > hi) throw usage_error(flag + " must be in " + range + ", got " + value);
-    return v;
-}
 
 std::string usage_text() {
     return R"(usage: specgen [options]
        specgen bench [bench options]     (runs python3 -m specgen.bench)
 
 Generates a continuation of the prompt with a GGUF model, optionally with speculative decoding,
-streams it to stdout and prints timing and acceptance statistics to stderr.
+streams it to stdout (on a terminal, ending with a newline) and prints timing and acceptance
+statistics to stderr.
 
 general:
   -h,  --help                 show this help and exit
@@ -62,8 +43,8 @@ general:
   -f,  --file FILE            read the prompt from FILE
   -n,  --n-predict N          tokens to generate, -1 = until EOS or the context is full (default: 256)
   -c,  --ctx-size N           context size in tokens (default: 4096)
-  -t,  --threads N            compute threads (default: all cores, at most 8)
-  -td, --threads-draft N      SSD drafter threads (default: half of --threads, the target keeps the rest)
+  -t,  --threads N            compute threads, 0 = automatic (default: all cores, at most 8)
+  -td, --threads-draft N      SSD drafter threads, 0 = automatic (default: half of --threads, the target keeps the rest)
        --device DEV           cpu, cuda or cuda:N (default: cpu)
   -ngl, --n-gpu-layers N      llama.cpp compatibility: N > 0 runs the whole model on CUDA (no partial
                               offload), 0 on the CPU
@@ -107,7 +88,6 @@ options parse_args(int argc, char** argv) {
     options o;
     generator_params& g = o.gen;
     sampling_params& s = o.run.sampling;
-    constexpr int64_t kMaxThreads = 512;
 
     // Flags taking a value: each alias maps to a setter.
     using setter = std::function<void(const std::string& flag, const std::string& value)>;
@@ -129,37 +109,45 @@ options parse_args(int argc, char** argv) {
         if (v.empty()) throw usage_error(f + " expects a path, got ''");
         o.prompt_file = v;
     });
-    add({"-n", "--n-predict"}, [&](const std::string& f, const std::string& v) { o.run.max_tokens = int32_t(parse_int(f, v, -1, 1 << 30)); });
-    add({"-c", "--ctx-size"}, [&](const std::string& f, const std::string& v) { g.n_ctx = int32_t(parse_int(f, v, 1, 1 << 20)); });
-    add({"-t", "--threads"}, [&](const std::string& f, const std::string& v) { g.n_threads = int32_t(parse_int(f, v, 1, kMaxThreads)); });
-    add({"-td", "--threads-draft"}, [&](const std::string& f, const std::string& v) { g.n_threads_draft = int32_t(parse_int(f, v, 1, kMaxThreads)); });
+    add({"-n", "--n-predict"}, [&](const std::string& f, const std::string& v) { o.run.max_tokens = int32_t(parse_as("max_tokens", f, v)); });
+    add({"-c", "--ctx-size"}, [&](const std::string& f, const std::string& v) { g.n_ctx = int32_t(parse_as("n_ctx", f, v)); });
+    add({"-t", "--threads"}, [&](const std::string& f, const std::string& v) { g.n_threads = int32_t(parse_as("n_threads", f, v)); });
+    add({"-td", "--threads-draft"}, [&](const std::string& f, const std::string& v) { g.n_threads_draft = int32_t(parse_as("n_threads_draft", f, v)); });
     add({"--device"}, [&](const std::string& f, const std::string& v) {
-        const bool cuda_n = v.rfind("cuda:", 0) == 0 && v.size() > 5 && v.size() <= 8 &&
-                            v.find_first_not_of("0123456789", 5) == std::string::npos;
-        if (v != "cpu" && v != "cuda" && !cuda_n) throw usage_error(f + " must be 'cpu', 'cuda' or 'cuda:N', got " + quoted(v));
+        try {
+            parse_device(v);
+        } catch (const invalid_argument_error&) {
+            throw usage_error(f + " must be 'cpu', 'cuda' or 'cuda:N', got " + quoted(v));
+        }
         g.device = v;
     });
     add({"-ngl", "--n-gpu-layers", "--gpu-layers"}, [&](const std::string& f, const std::string& v) {
-        const int64_t n = parse_int(f, v, 0, INT32_MAX);
+        // llama.cpp's flag, not an engine knob: any layer count > 0 means the whole model.
+        static const param_spec n_gpu_layers = {"n_gpu_layers", param_scope::generator, param_type::integer, 0, 2147483647.0,
+                                                false, "", "0", "llama.cpp compatibility"};
+        long double n;
+        try {
+            n = parse_param_text(n_gpu_layers, v, f);
+        } catch (const invalid_argument_error& e) {
+            throw usage_error(e.what());
+        }
         if (n == 0) g.device = "cpu";
         else if (g.device == "cpu") g.device = "cuda";  // keeps an explicit --device cuda:N
     });
-    add({"--temp"}, [&](const std::string& f, const std::string& v) { s.temperature = float(parse_float(f, v, 0.0, 1e6)); });
-    add({"--top-k"}, [&](const std::string& f, const std::string& v) { s.top_k = int32_t(parse_int(f, v, 0, INT32_MAX)); });
+    add({"--temp"}, [&](const std::string& f, const std::string& v) { s.temperature = float(parse_as("temperature", f, v)); });
+    add({"--top-k"}, [&](const std::string& f, const std::string& v) { s.top_k = int32_t(parse_as("top_k", f, v)); });
     add({"--top-p"}, [&](const std::string& f, const std::string& v) {
-        s.top_p = float(parse_float(f, v, 0.0, 1.0));
-        if (s.top_p <= 0.0f) throw usage_error(f + " must be in (0, 1], got " + v);
+        s.top_p = float(parse_as("top_p", f, v));
     });
-    add({"--min-p"}, [&](const std::string& f, const std::string& v) { s.min_p = float(parse_float(f, v, 0.0, 1.0)); });
+    add({"--min-p"}, [&](const std::string& f, const std::string& v) { s.min_p = float(parse_as("min_p", f, v)); });
     add({"--repeat-penalty"}, [&](const std::string& f, const std::string& v) {
-        s.repeat_penalty = float(parse_float(f, v, 0.0, 1e6));
-        if (s.repeat_penalty <= 0.0f) throw usage_error(f + " must be > 0, got " + v);
+        s.repeat_penalty = float(parse_as("repeat_penalty", f, v));
     });
-    add({"--repeat-last-n"}, [&](const std::string& f, const std::string& v) { s.repeat_last_n = int32_t(parse_int(f, v, -1, INT32_MAX)); });
+    add({"--repeat-last-n"}, [&](const std::string& f, const std::string& v) { s.repeat_last_n = int32_t(parse_as("repeat_last_n", f, v)); });
     add({"-s", "--seed"}, [&](const std::string& f, const std::string& v) {
-        // -1 or a non-negative 63-bit integer (what every specgen surface prints and accepts).
-        o.seed = parse_int(f, v, -1, INT64_MAX);
-        o.seed_given = o.seed >= 0;
+        const long double seed = parse_as("seed", f, v);  // -1: random
+        o.seed_given = seed >= 0;
+        o.seed = o.seed_given ? uint64_t(seed) : 0;
     });
     add({"--stop"}, [&](const std::string& f, const std::string& v) {
         if (v.empty()) throw usage_error(f + " expects a non-empty string");
@@ -174,33 +162,27 @@ options parse_args(int argc, char** argv) {
         if (v != "self" && v != "ngram") throw usage_error(f + " must be 'self' or 'ngram', got " + quoted(v) + " (a draft model goes with -md)");
         o.draft_kind = v;
     });
-    add({"--draft-max"}, [&](const std::string& f, const std::string& v) { g.draft_max = int32_t(parse_int(f, v, 1, 64)); });
-    add({"--draft-min"}, [&](const std::string& f, const std::string& v) { g.draft_min = int32_t(parse_int(f, v, 0, 64)); });
-    add({"--draft-p-min"}, [&](const std::string& f, const std::string& v) { g.draft_p_min = float(parse_float(f, v, 0.0, 1.0)); });
-    add({"--self-layers"}, [&](const std::string& f, const std::string& v) { g.self_layers = int32_t(parse_int(f, v, 0, 4096)); });
-    add({"--ngram-max"}, [&](const std::string& f, const std::string& v) { g.ngram_max = int32_t(parse_int(f, v, 1, 64)); });
-    add({"--ngram-min"}, [&](const std::string& f, const std::string& v) { g.ngram_min = int32_t(parse_int(f, v, 1, 64)); });
+    add({"--draft-max"}, [&](const std::string& f, const std::string& v) { g.draft_max = int32_t(parse_as("draft_max", f, v)); });
+    add({"--draft-min"}, [&](const std::string& f, const std::string& v) { g.draft_min = int32_t(parse_as("draft_min", f, v)); });
+    add({"--draft-p-min"}, [&](const std::string& f, const std::string& v) { g.draft_p_min = float(parse_as("draft_p_min", f, v)); });
+    add({"--self-layers"}, [&](const std::string& f, const std::string& v) { g.self_layers = int32_t(parse_as("self_layers", f, v)); });
+    add({"--ngram-max"}, [&](const std::string& f, const std::string& v) { g.ngram_max = int32_t(parse_as("ngram_max", f, v)); });
+    add({"--ngram-min"}, [&](const std::string& f, const std::string& v) { g.ngram_min = int32_t(parse_as("ngram_min", f, v)); });
     add({"--verify"}, [&](const std::string& f, const std::string& v) {
-        if (v == "token") g.verify = verify_mode::token;
-        else if (v == "block") g.verify = verify_mode::block;
-        else throw usage_error(f + " must be 'token' or 'block', got " + quoted(v));
+        g.verify = parse_as("verify", f, v) == 0 ? verify_mode::token : verify_mode::block;
     });
-    add({"--ssd-fanout"}, [&](const std::string& f, const std::string& v) { g.ssd_fanout = int32_t(parse_int(f, v, 1, 64)); });
-    add({"--ssd-budget"}, [&](const std::string& f, const std::string& v) { g.ssd_budget = int32_t(parse_int(f, v, -1, 1 << 20)); });
-    add({"--saguaro-c"}, [&](const std::string& f, const std::string& v) { g.saguaro_c = float(parse_float(f, v, 0.0, 1.0)); });
+    add({"--ssd-fanout"}, [&](const std::string& f, const std::string& v) { g.ssd_fanout = int32_t(parse_as("ssd_fanout", f, v)); });
+    add({"--ssd-budget"}, [&](const std::string& f, const std::string& v) { g.ssd_budget = int32_t(parse_as("ssd_budget", f, v)); });
+    add({"--saguaro-c"}, [&](const std::string& f, const std::string& v) { g.saguaro_c = float(parse_as("saguaro_c", f, v)); });
     add({"--ssd-schedule"}, [&](const std::string& f, const std::string& v) {
-        if (v == "uniform") g.ssd_fanout_schedule = ssd_schedule::uniform;
-        else if (v == "geometric") g.ssd_fanout_schedule = ssd_schedule::geometric;
-        else throw usage_error(f + " must be 'uniform' or 'geometric', got " + quoted(v));
+        g.ssd_fanout_schedule = parse_as("ssd_fanout_schedule", f, v) == 0 ? ssd_schedule::uniform : ssd_schedule::geometric;
     });
     add({"--ssd-backup"}, [&](const std::string& f, const std::string& v) {
-        if (v == "neural") g.ssd_backup = ssd_backup_mode::neural;
-        else if (v == "fast") g.ssd_backup = ssd_backup_mode::fast;
-        else throw usage_error(f + " must be 'neural' or 'fast', got " + quoted(v));
+        g.ssd_backup = parse_as("ssd_backup", f, v) == 0 ? ssd_backup_mode::neural : ssd_backup_mode::fast;
     });
-    add({"--nanospec-capacity"}, [&](const std::string& f, const std::string& v) { g.nanospec_capacity = int32_t(parse_int(f, v, 16, 1 << 20)); });
-    add({"--nanospec-topk"}, [&](const std::string& f, const std::string& v) { g.nanospec_topk = int32_t(parse_int(f, v, 1, 64)); });
-    add({"--frspec"}, [&](const std::string& f, const std::string& v) { g.frspec = int32_t(parse_int(f, v, 0, 1 << 24)); });
+    add({"--nanospec-capacity"}, [&](const std::string& f, const std::string& v) { g.nanospec_capacity = int32_t(parse_as("nanospec_capacity", f, v)); });
+    add({"--nanospec-topk"}, [&](const std::string& f, const std::string& v) { g.nanospec_topk = int32_t(parse_as("nanospec_topk", f, v)); });
+    add({"--frspec"}, [&](const std::string& f, const std::string& v) { g.frspec = int32_t(parse_as("frspec", f, v)); });
     add({"--frspec-path"}, [&](const std::string&, const std::string& v) { g.frspec_path = v; });
 
     const std::map<std::string, std::function<void()>> switches = {

@@ -21,7 +21,7 @@ struct options {
     bool has_prompt = false;
     std::string draft_model;     // -md
     std::string draft_kind;      // --draft self|ngram
-    int64_t seed = -1;           // -s; -1: random
+    uint64_t seed = 0;           // -s, when seed_given (-s -1 or none: a random seed)
     bool seed_given = false;
     generator_params gen;        // model_path and draft filled in by main
     generate_params run;         // seed filled in by main
@@ -35,8 +35,5 @@ options parse_args(int argc, char** argv);
 // The --help text.
 std::string usage_text();
 
-// Strict number parsing: the whole string, in [lo, hi]; throws usage_error naming `flag`.
-int64_t parse_int(const std::string& flag, const std::string& value, int64_t lo, int64_t hi);
-double parse_float(const std::string& flag, const std::string& value, double lo, double hi);
 
 }  // namespace specgen::cli

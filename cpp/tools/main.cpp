@@ -13,10 +13,10 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <random>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "common/error.h"
@@ -26,8 +26,6 @@
 namespace specgen::cli {
 
 namespace {
-
-constexpr const char* kVersion = "0.1.0";
 
 // A run-time failure: printed as one line, exit code 1.
 struct runtime_failure : std::runtime_error {
@@ -61,7 +59,10 @@ bool is_regular_file(const std::string& p) {
 }
 
 std::string read_prompt_file(const std::string& path) {
-    if (!is_regular_file(path)) throw runtime_failure("cannot read prompt file '" + path + "': no such file");
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) throw runtime_failure("cannot read prompt file '" + path + "': no such file");
+    if (S_ISDIR(st.st_mode)) throw runtime_failure("cannot read prompt file '" + path + "': it is a directory");
+    if (!S_ISREG(st.st_mode)) throw runtime_failure("cannot read prompt file '" + path + "': not a regular file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw runtime_failure("cannot read prompt file '" + path + "': " + std::strerror(errno));
     std::ostringstream ss;
@@ -73,10 +74,10 @@ std::string read_prompt_file(const std::string& path) {
 
 std::string describe_speculation(const options& o, const generator_params& g) {
     if (g.draft.empty()) return "none (plain decoding)";
-    std::string s = o.draft_model.empty() ? g.draft : "draft model " + g.draft;
+    std::string s = g.draft_type == draft_kind::model ? "draft model " + g.draft_model : draft_kind_name(g.draft_type);
     s += ", verify " + std::string(g.verify == verify_mode::block ? "block" : "token");
     s += ", draft_max " + std::to_string(g.draft_max) + ", draft_min " + std::to_string(g.draft_min);
-    if (g.draft == "self") s += ", self_layers " + std::to_string(g.self_layers);
+    if (g.draft_type == draft_kind::self) s += ", self_layers " + std::to_string(g.self_layers);
     if (g.nanospec) s += ", nanospec";
     if (g.frspec) s += ", frspec " + std::to_string(g.frspec);
     if (g.ssd)
@@ -128,7 +129,7 @@ int run(int argc, char** argv) {
         return 0;
     }
     if (o.show_version) {
-        std::printf("specgen %s\n", kVersion);
+        std::printf("specgen %s\n", version());
         return 0;
     }
 
@@ -152,14 +153,13 @@ int run(int argc, char** argv) {
     if (!o.draft_model.empty()) {
         if (!is_regular_file(o.draft_model))
             throw runtime_failure("draft model file '" + o.draft_model + "' does not exist or is not a file");
-        // The engine reads the bare words self/ngram as drafter kinds; a file so named needs a path.
-        gp.draft = (o.draft_model == "self" || o.draft_model == "ngram") ? "./" + o.draft_model : o.draft_model;
-    } else {
-        gp.draft = o.draft_kind;
+        gp.set_draft(draft_kind::model, o.draft_model);
+    } else if (!o.draft_kind.empty()) {
+        gp.set_draft(parse_draft_kind(o.draft_kind));
     }
 
     generate_params run = o.run;
-    run.seed = o.seed_given ? uint64_t(o.seed) : (uint64_t(std::random_device{}()) << 31 ^ std::random_device{}()) & (UINT64_MAX >> 1);
+    run.seed = o.seed_given ? o.seed : random_seed();
 
     const auto t0 = std::chrono::steady_clock::now();
     generator g(gp);
@@ -173,6 +173,7 @@ int run(int argc, char** argv) {
                  int(g.params().n_threads));
     std::fprintf(stderr, "specgen: speculation: %s\n", describe_speculation(o, gp).c_str());
 
+    bool ends_with_newline = true;  // nothing printed yet
     while (!gen->done()) {
         if (g_interrupted) {
             gen->cancel();
@@ -182,8 +183,12 @@ int run(int argc, char** argv) {
         if (!piece.empty()) {
             std::fwrite(piece.data(), 1, piece.size(), stdout);
             std::fflush(stdout);
+            ends_with_newline = piece.back() == '\n';
         }
     }
+    // On a terminal the text ends with a newline, so the shell's prompt does not run on behind it; into a
+    // pipe or file stdout stays exactly the continuation (what scripts compare and concatenate).
+    if (!ends_with_newline && ::isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
     std::fflush(stdout);
     print_stats(*gen, load_ms, run.seed);
     return g_interrupted ? 130 : 0;

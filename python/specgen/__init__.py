@@ -13,11 +13,10 @@ from specgen.errors import (
     SpecgenError,
     SpecgenNotImplementedError,
 )
-from specgen.generator import GenerationResult, Generator
+from specgen.generator import GenerationResult, GenerationStats, Generator
 from specgen import bounds, paths, verify  # noqa: E402  (submodules as attributes)
 from specgen._core import Rng, SamplingParams
-
-__version__ = "0.1.0"
+from specgen._core import __version__  # CMake's project(VERSION): one version for every front-end
 
 __all__ = [
     "Generator",
@@ -28,6 +27,7 @@ __all__ = [
     "Rng",
     "SamplingParams",
     "GenerationResult",
+    "GenerationStats",
     "SpecgenError",
     "ModelLoadError",
     "ContextOverflowError",
@@ -39,7 +39,7 @@ __all__ = [
 
 
 def __getattr__(name):
-    # `specgen.bench` loads on first use, so `python -m specgen.bench` does not import it twice.
+    # `specgen.bench` (a subpackage) loads on first use: `import specgen` stays light.
     if name == "bench":
         import importlib
 

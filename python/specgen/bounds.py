@@ -1,4 +1,4 @@
-"""Speed-of-light bounds and the classic speculative-decoding formulas (ALGORITHMS.md section 5).
+"""Speed-of-light bounds and the classic speculative-decoding formulas (docs/ALGORITHMS.md section 5).
 
 Use them with your own statistics: alpha = sum_x min(p(x), q(x)) averaged over positions, and
 mu / mu2 = mean -sum p ln p / mean sum p (ln p)^2 over the target rows of a run. The scalar formulas

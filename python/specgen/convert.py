@@ -568,6 +568,18 @@ def _load_vocab(model_dir: Path, hp: HParams) -> _Vocab:
     return v
 
 
+def _no_op_merge(tokens: Sequence[str]) -> str:
+    """A merge no tokenizer can apply: its pieces are not in the vocabulary. A BPE tokenizer whose merges
+    list is empty is written with this one merge, because gguf-py cannot write an empty array and a BPE
+    GGUF without tokenizer.ggml.merges is refused (by llama.cpp and specgen alike); readers skip a merge
+    of unknown pieces, so the file tokenizes exactly as the empty list does."""
+    vocab = set(tokens)
+    piece = "<specgen:no-merges>"
+    while piece in vocab or piece + piece in vocab:
+        piece += "_"
+    return f"{piece} {piece}"
+
+
 def _write_vocab(w: Any, model_dir: Path, hp: HParams, v: _Vocab) -> None:
     import gguf  # noqa: PLC0415
 
@@ -577,8 +589,8 @@ def _write_vocab(w: Any, model_dir: Path, hp: HParams, v: _Vocab) -> None:
     if v.scores is not None:
         w.add_token_scores(v.scores)
     w.add_token_types(v.types)
-    if v.merges:
-        w.add_token_merges(v.merges)
+    if v.model == "gpt2":
+        w.add_token_merges(v.merges or [_no_op_merge(v.tokens)])
     if v.add_space_prefix is not None:
         w.add_add_space_prefix(v.add_space_prefix)
     special = gguf.SpecialVocab(model_dir, load_merges=False, n_vocab=hp.n_vocab)
@@ -772,18 +784,54 @@ def convert(model_dir: str | os.PathLike[str], outfile: str | os.PathLike[str], 
     return outfile
 
 
+# The modules of the `convert` extra (pyproject.toml): checked before anything is read.
+_EXTRA_MODULES = ("gguf", "safetensors")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, as every specgen entry point
+        _fail(message)
+        sys.exit(2)
+
+
+def _fail(message: str) -> None:
+    print(f"specgen-convert: error: {' '.join(str(message).split())}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="specgen-convert",
-                                 description="Convert a Hugging Face checkpoint (safetensors) to GGUF.")
+    """The specgen-convert command line. Every failure is one line on stderr and exit code 1 (2 for a
+    bad command line)."""
+    import importlib  # noqa: PLC0415
+
+    ap = _Parser(prog="specgen-convert", description="Convert a Hugging Face checkpoint (safetensors) to GGUF.")
     ap.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer files")
     ap.add_argument("--outfile", required=True, help="path of the .gguf file to write")
     ap.add_argument("--outtype", default="f16", choices=OUTTYPES, help="tensor type of the matrices (default f16)")
     ap.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
     args = ap.parse_args(argv)
+    model_dir = Path(args.model_dir).expanduser()
+    if not model_dir.exists():
+        _fail(f"{args.model_dir}: no such directory")
+        return 1
+    if not model_dir.is_dir():
+        _fail(f"{args.model_dir}: not a directory (give the folder with config.json and *.safetensors)")
+        return 1
+    for name in _EXTRA_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            _fail(f"the converter needs the 'convert' extra ({name} is not installed): pip install \"specgen[convert]\"")
+            return 1
     try:
-        path = convert(args.model_dir, args.outfile, args.outtype, progress=not args.no_progress)
+        path = convert(model_dir, args.outfile, args.outtype, progress=not args.no_progress)
     except (ModelLoadError, ValueError, OSError) as e:
-        print(f"specgen-convert: error: {e}", file=sys.stderr)
+        _fail(str(e))
+        return 1
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return 130
+    except Exception as e:  # noqa: BLE001  (a checkpoint we did not foresee: still one line, no traceback)
+        _fail(f"{type(e).__name__}: {e}")
         return 1
     print(f"specgen-convert: wrote {path}", file=sys.stderr)
     return 0

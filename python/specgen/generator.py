@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import os
-import re
-import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -13,10 +11,8 @@ from specgen.errors import InvalidParameterError, ModelLoadError
 from specgen.hub import resolve_model
 from specgen.stream import Stream
 
-_VERIFY = ("token", "block")
-_DRAFT_KINDS = ("self", "ngram")
-_SSD_SCHEDULES = ("uniform", "geometric")
-_SSD_BACKUPS = ("neural", "fast")
+# Draft kinds accepted as words by ``draft=`` (anything else is a draft model path / Hub reference).
+_DRAFT_WORDS = ("none", "ngram", "self")
 
 
 def default_frspec_table() -> str:
@@ -24,33 +20,95 @@ def default_frspec_table() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "frspec_gemma3_top32768.bin")
 
 
+from specgen._core import GenerationStats  # noqa: E402  (the one stats field list, cpp/src/engine/stats.h)
+
+
 @dataclass
 class GenerationResult:
     """What generate() returns. finish_reason is "stop" (a stop string), "length" (max_tokens or
-    the context is full) or "eos" (the model ended its turn)."""
+    the context is full) or "eos" (the model ended its turn). ``stats`` is a GenerationStats: the
+    documented field list (docs/DESIGN.md section 7) as attributes, ``to_dict()``, and read-only
+    ``stats["name"]`` access."""
 
     text: str
     tokens: List[int]
     finish_reason: str
-    stats: Dict[str, Any] = field(default_factory=dict)
+    stats: Any = None
+
+
+# -- conversion to the engine's parameter structs ------------------------------------------------
+# Ranges, defaults and messages come from the C++ parameter table (_core.param_specs(),
+# cpp/src/engine/params.cpp); here values are only checked for their Python type and converted.
+def _specs() -> Dict[str, Dict[str, Any]]:
+    global _SPECS
+    if _SPECS is None:
+        from specgen import _core
+
+        _SPECS = {s["name"]: s for s in _core.param_specs()}
+    return _SPECS
+
+
+_SPECS: Optional[Dict[str, Dict[str, Any]]] = None
+
+
+def _word(name: str, value: Any, expected: str) -> str:
+    """A str the engine can take (UTF-8 encodable), else InvalidParameterError naming what was expected."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+    raise InvalidParameterError(f"{name} must be {expected}, got {value!r}")
+
+
+def _param(name: str, value: Any) -> Any:
+    """``value`` as the type of parameter ``name``, range-checked by the table (InvalidParameterError)."""
+    from specgen import _core
+
+    spec = _specs()[name]
+    kind = spec["type"]
+    if kind == "flag":
+        if not isinstance(value, (bool, np.bool_)):
+            raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
+        return bool(value)
+    if kind == "choice":
+        return _core.parse_choice(name, _word(name, value, "one of " + ", ".join(spec["choices"])))
+    if kind == "integer":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+        value = int(value)
+    elif kind == "number":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise InvalidParameterError(f"{name} must be a number, got {value!r}")
+        value = float(value)
+    _core.check_param(name, value)
+    return value
+
+
+def _choice(name: str, value: Any, enum: Any) -> Any:
+    """The engine enum member of choice parameter ``name`` (its choices are the member names)."""
+    return getattr(enum, _specs()[name]["choices"][_param(name, value)])
+
+
+def _seed(value: Any) -> int:
+    """None or -1: a fresh random seed (drawn by the engine's one seed function); else the seed."""
+    from specgen import _core
+
+    if value is None:
+        return _core.random_seed()
+    value = _param("seed", value)
+    return _core.random_seed() if value == -1 else value
 
 
 def _check_int(name: str, value: Any, lo: int, hi: Optional[int] = None) -> int:
+    """For arguments that are not engine parameters (batch_size)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < lo or (hi is not None and value > hi):
         bound = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
         raise InvalidParameterError(f"{name} must be {bound}, got {value}")
-    return value
-
-
-def _check_float(name: str, value: Any, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not (lo <= value <= hi):  # also rejects NaN
-        raise InvalidParameterError(f"{name} must be in [{lo}, {hi}], got {value}")
     return value
 
 
@@ -61,11 +119,16 @@ class Generator:
     resolved with huggingface_hub, honouring HF_HUB_OFFLINE and ``cache_dir``), or None for the
     default model (Gemma 3 270M from the ``specgen[gemma]`` extra).
 
-    Speculative decoding: ``draft`` is None (plain decoding), "ngram" (prompt lookup), "self" (the
-    target's own first ``self_layers`` layers) or a path/Hub reference to a draft GGUF with the same
-    vocabulary. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
+    Speculative decoding: ``draft_kind`` is "none" (plain decoding), "ngram" (prompt lookup), "self"
+    (the target's own first ``self_layers`` layers) or "model" (``draft_model``: a path/Hub reference
+    to a draft GGUF with the same vocabulary). The shorter ``draft=`` takes None, "ngram", "self" or
+    the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
+
+    Every range, default and message comes from the engine's parameter table
+    (``specgen._core.param_specs()``); ``n_threads`` None or 0 means automatic, ``seed`` None or -1 a
+    fresh random seed.
 
     SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
     ``n_threads_draft`` threads while the target verifies (unset: ``n_threads`` is split, half for
@@ -77,7 +140,7 @@ class Generator:
     drafter's top-F tokens (Saguaro sampling; 1 = off). ``nanospec`` / ``frspec`` apply to the SSD
     drafter as to a sequential one (draft logits over S only). Output stays lossless.
 
-    Draft head (self or model drafters, ALGORITHMS.md section 3): ``nanospec=True`` computes draft
+    Draft head (self or model drafters, docs/ALGORITHMS.md section 3): ``nanospec=True`` computes draft
     logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids: the
     prompt, the target's top ``nanospec_topk`` ids at every prompt and verified position, and the
     drafted and emitted tokens);
@@ -95,6 +158,8 @@ class Generator:
         model: Optional[Union[str, os.PathLike]] = None,
         *,
         draft: Optional[Union[str, os.PathLike]] = None,
+        draft_kind: Optional[str] = None,
+        draft_model: Optional[Union[str, os.PathLike]] = None,
         n_ctx: int = 4096,
         n_threads: Optional[int] = None,
         n_threads_draft: Optional[int] = None,
@@ -125,67 +190,83 @@ class Generator:
     ) -> None:
         from specgen import _core
 
+        self._core = None
         if model is not None and model_path is not None:
             raise InvalidParameterError("pass either model or model_path, not both")
         if model is None:
             model = model_path
-        for name, ref in (("model", model), ("draft", draft)):
+        for name, ref in (("model", model), ("draft", draft), ("draft_model", draft_model)):
             if ref is not None and not isinstance(ref, (str, os.PathLike)):
                 raise InvalidParameterError(f"{name} must be a path, a Hub reference or None, got {type(ref).__name__}")
-        if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]{1,3})?", device):
-            raise InvalidParameterError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-        if verify not in _VERIFY:
-            raise InvalidParameterError(f"verify must be one of {_VERIFY}, got {verify!r}")
-        for name, flag in (("nanospec", nanospec), ("ssd", ssd), ("reuse_draft_hidden", reuse_draft_hidden)):
-            if not isinstance(flag, bool):
-                raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
+        _core.parse_device(_word("device", device, "'cpu', 'cuda' or 'cuda:N'"))
+        kind, draft_ref = self._draft_choice(draft, draft_kind, draft_model)
 
         p = _core.GeneratorParams()
         p.model_path = resolve_model(model, cache_dir=cache_dir)
-        p.n_ctx = _check_int("n_ctx", n_ctx, 1, 1 << 20)
-        p.n_threads = 0 if n_threads is None else _check_int("n_threads", n_threads, 1, 512)
         p.device = device  # "cuda" without CUDA in the build or without a device: DeviceError
-        p.n_threads_draft = 0 if n_threads_draft is None else _check_int("n_threads_draft", n_threads_draft, 1, 512)
-        p.verify = getattr(_core.VerifyMode, verify)
-        p.draft_max = _check_int("draft_max", draft_max, 1, 64)
-        p.draft_min = _check_int("draft_min", draft_min, 0, p.draft_max)
-        p.draft_p_min = _check_float("draft_p_min", draft_p_min, 0.0, 1.0)
-        if not isinstance(draft_adaptive, bool):
-            raise InvalidParameterError(f"draft_adaptive must be True or False, got {draft_adaptive!r}")
-        p.draft_adaptive = draft_adaptive
-        p.self_layers = _check_int("self_layers", self_layers, 0, 2**31 - 1)
-        p.ngram_max = _check_int("ngram_max", ngram_max, 1, 64)
-        p.ngram_min = _check_int("ngram_min", ngram_min, 1, p.ngram_max)
-        p.nanospec = nanospec
-        p.nanospec_capacity = _check_int("nanospec_capacity", nanospec_capacity, 16, 1 << 20)
-        p.nanospec_topk = _check_int("nanospec_topk", nanospec_topk, 1, 64)
-        p.frspec = _check_int("frspec", frspec, 0, 2**31 - 1)
+        # None and 0 both mean automatic threads.
+        p.n_threads = 0 if n_threads is None else _param("n_threads", n_threads)
+        p.n_threads_draft = 0 if n_threads_draft is None else _param("n_threads_draft", n_threads_draft)
+        for name, value in (("n_ctx", n_ctx), ("draft_max", draft_max), ("draft_min", draft_min),
+                            ("draft_p_min", draft_p_min), ("draft_adaptive", draft_adaptive),
+                            ("self_layers", self_layers), ("ngram_max", ngram_max), ("ngram_min", ngram_min),
+                            ("nanospec", nanospec), ("nanospec_capacity", nanospec_capacity),
+                            ("nanospec_topk", nanospec_topk), ("frspec", frspec),
+                            ("reuse_draft_hidden", reuse_draft_hidden), ("ssd", ssd), ("ssd_fanout", ssd_fanout),
+                            ("ssd_budget", ssd_budget), ("saguaro_c", saguaro_c)):
+            setattr(p, name, _param(name, value))
+        p.verify = _choice("verify", verify, _core.VerifyMode)
+        p.ssd_fanout_schedule = _choice("ssd_fanout_schedule", ssd_fanout_schedule, _core.SsdSchedule)
+        p.ssd_backup = _choice("ssd_backup", ssd_backup, _core.SsdBackup)
         if p.frspec > 0:
             p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
-        p.reuse_draft_hidden = reuse_draft_hidden
-        p.ssd = ssd
-        if ssd_fanout_schedule not in _SSD_SCHEDULES:
-            raise InvalidParameterError(f"ssd_fanout_schedule must be one of {_SSD_SCHEDULES}, got {ssd_fanout_schedule!r}")
-        if ssd_backup not in _SSD_BACKUPS:
-            raise InvalidParameterError(f"ssd_backup must be one of {_SSD_BACKUPS}, got {ssd_backup!r}")
-        p.ssd_fanout = _check_int("ssd_fanout", ssd_fanout, 1, 64)
-        p.ssd_fanout_schedule = getattr(_core.SsdSchedule, ssd_fanout_schedule)
-        p.ssd_backup = getattr(_core.SsdBackup, ssd_backup)
-        p.ssd_budget = _check_int("ssd_budget", ssd_budget, -1)
-        p.saguaro_c = _check_float("saguaro_c", saguaro_c, 0.0, 1.0)
-        if ssd and (draft is None or str(draft) == "ngram"):
-            raise InvalidParameterError("ssd=True needs a neural drafter: draft='self' or a draft model")
-        if draft is None:
-            p.draft = ""
-        elif str(draft) in _DRAFT_KINDS:
-            p.draft = str(draft)
-        else:
-            p.draft = resolve_model(draft, cache_dir=cache_dir)
-        self.seed = None if seed is None else _check_int("seed", seed, 0, 2**64 - 1)
+        # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
+        # a draft model is looked up.
+        p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))
+        p.validate()
+        if kind == "model":
+            p.set_draft(_core.DraftKind.model, self._resolve_draft(draft_ref, cache_dir))
+        # The seed of every generate() call that passes none; None or -1: a fresh one per call.
+        self.seed = None if seed is None or _param("seed", seed) == -1 else int(seed)
         self.model_path = p.model_path
         self.device = device
-        self.draft = draft
+        self.draft = draft if draft is not None else (None if kind == "none" else (draft_ref or kind))
+        self.draft_kind = kind
         self._core = _core.Generator(p)
+
+    @staticmethod
+    def _draft_choice(draft, draft_kind, draft_model):
+        """(kind, model reference) from ``draft`` (None, "ngram", "self" or a draft model path / Hub
+        reference) or from ``draft_kind`` + ``draft_model``."""
+        from specgen import _core
+
+        if draft is not None and (draft_kind is not None or draft_model is not None):
+            raise InvalidParameterError("pass either draft or draft_kind/draft_model, not both")
+        if draft_kind is not None:
+            kind = _core.parse_draft_kind(_word("draft_kind", draft_kind, "one of none, ngram, self, model")).name
+            if (kind == "model") != (draft_model is not None):
+                raise InvalidParameterError("draft_model goes with draft_kind='model' (and only with it)")
+            return kind, draft_model
+        if draft_model is not None:
+            return "model", draft_model
+        if draft is None:
+            return "none", None
+        text = os.fspath(draft)
+        if text in _DRAFT_WORDS and not isinstance(draft, os.PathLike):
+            return text, None
+        # A bare word that is no file and no Hub reference is a mistyped kind: name the valid ones.
+        if isinstance(draft, str) and not os.path.exists(os.path.expanduser(text)) and "/" not in text \
+                and "\\" not in text and not text.lower().endswith(".gguf"):
+            raise InvalidParameterError(
+                f"draft must be one of none, ngram, self, or a draft model (a .gguf path or a Hub reference), got {text!r}")
+        return "model", draft
+
+    @staticmethod
+    def _resolve_draft(ref, cache_dir) -> str:
+        try:
+            return resolve_model(ref, cache_dir=cache_dir)
+        except ModelLoadError as e:
+            raise ModelLoadError(f"draft: {e} (draft is one of ngram, self, or a draft model path / Hub reference)") from None
 
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -290,29 +371,33 @@ class Generator:
         top_p: float = 0.95,
         min_p: float = 0.05,
         repeat_penalty: float = 1.0,
+        repeat_last_n: int = 64,
         stop: Optional[Union[str, Sequence[str]]] = None,
         seed: Optional[int] = None,
+        ignore_eos: bool = False,
+        add_bos: bool = True,
         stream: bool = False,
     ) -> Union[GenerationResult, Iterator[str]]:
         """Continues ``prompt`` (text, or token ids used as they are).
 
-        temperature 0 is greedy decoding. With ``stream=True`` returns an iterator of text pieces
-        (whole UTF-8 characters only); otherwise a GenerationResult. Speculative decoding keeps the
-        output distribution of plain decoding exactly (greedy: the same tokens).
+        temperature 0 is greedy decoding. ``repeat_penalty`` looks back ``repeat_last_n`` tokens (-1:
+        all, 0: off). ``seed`` None or -1 draws a fresh one (``stats.seed`` reports it).
+        ``ignore_eos`` keeps generating past end-of-generation tokens; ``add_bos`` prepends BOS when
+        the model asks for it. With ``stream=True`` returns an iterator of text pieces (whole UTF-8
+        characters only); otherwise a GenerationResult. Speculative decoding keeps the output
+        distribution of plain decoding exactly (greedy: the same tokens).
         """
         from specgen import _core
 
         gp = _core.GenerateParams()
-        gp.max_tokens = _check_int("max_tokens", max_tokens, -1, 1 << 30)
+        gp.max_tokens = _param("max_tokens", max_tokens)
         sp = _core.SamplingParams()
-        sp.temperature = _check_float("temperature", temperature, 0.0, 1e6)
-        sp.top_k = _check_int("top_k", top_k, 0, 2**31 - 1)
-        sp.top_p = _check_float("top_p", top_p, 0.0, 1.0)
-        if sp.top_p == 0.0:
-            raise InvalidParameterError("top_p must be in (0, 1], got 0")
-        sp.min_p = _check_float("min_p", min_p, 0.0, 1.0)
-        sp.repeat_penalty = _check_float("repeat_penalty", repeat_penalty, 1e-6, 1e6)
+        for name, value in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p), ("min_p", min_p),
+                            ("repeat_penalty", repeat_penalty), ("repeat_last_n", repeat_last_n)):
+            setattr(sp, name, _param(name, value))
         gp.sampling = sp
+        gp.ignore_eos = _param("ignore_eos", ignore_eos)
+        gp.add_bos = _param("add_bos", add_bos)
         if stop is None:
             stop = []
         elif isinstance(stop, str):
@@ -323,13 +408,12 @@ class Generator:
         if not all(isinstance(s, str) for s in stop):
             raise InvalidParameterError("stop must be a string or a list of strings")
         gp.stop = [self._text(s, "stop string") for s in stop]
-        if seed is None:
-            seed = self.seed if self.seed is not None else secrets.randbits(63)
-        gp.seed = _check_int("seed", seed, 0, 2**64 - 1)
+        gp.seed = _seed(seed) if seed is not None else (self.seed if self.seed is not None else _core.random_seed())
+        gp.validate()
         if isinstance(prompt, (str, bytes, bytearray)):
             # Control tokens written in the prompt ("<start_of_turn>") are parsed, as chat
             # templates need (llama-cpp-python does the same for completions).
-            tokens = self._g.tokenize(self._text(prompt, "prompt"), True, True)
+            tokens = self._g.tokenize(self._text(prompt, "prompt"), gp.add_bos, True)
         elif isinstance(prompt, (list, tuple, np.ndarray)):
             tokens = self._token_ids(prompt, "prompt")
         else:
@@ -349,9 +433,9 @@ class Generator:
         return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, gp.seed))
 
     @staticmethod
-    def _stats(gen, seed: int) -> Dict[str, Any]:
+    def _stats(gen, seed: int) -> "GenerationStats":
         stats = gen.stats()
-        stats["seed"] = seed
+        stats.seed = seed
         return stats
 
     def __call__(self, prompt: Union[str, Sequence[int]], **kwargs) -> Union[GenerationResult, Iterator[str]]:

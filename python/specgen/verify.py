@@ -1,4 +1,4 @@
-"""Lossless verification of speculative drafts (ALGORITHMS.md sections 1 and 2).
+"""Lossless verification of speculative drafts (docs/ALGORITHMS.md sections 1 and 2).
 
 One round: the drafter sampled ``draft[i] ~ q[i]`` (i = 0..g-1, each row conditioned on the draft
 before it) and the target gave ``p[0..g]``, its distributions at the same prefixes plus one more.

@@ -22,9 +22,11 @@ import specgen  # noqa: E402
 VALUES = [0, 1, -1, 2, 7, 40, 2**31 - 1, 2**31, 2**63, 2**64, -(2**63), 0.0, -0.0, 0.5, 1.0, 1.5, -1e-9, 1e-9,
           1e6, 1e300, math.nan, math.inf, -math.inf, True, False, None, "", "1", "\udcff", b"\xff", [], [1],
           ["x"], ("a", "b"), {"k": 1}, object()]
-GEN_KEYS = ["max_tokens", "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "stop", "seed", "stream"]
+GEN_KEYS = ["max_tokens", "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "stop", "seed",
+            "ignore_eos", "add_bos", "stream"]
 CTOR_KEYS = ["n_ctx", "n_threads", "n_threads_draft", "seed", "verify", "draft_max", "draft_min", "draft_p_min",
-             "self_layers", "ngram_max", "ngram_min", "nanospec", "nanospec_capacity", "nanospec_topk", "frspec", "ssd", "draft"]
+             "self_layers", "ngram_max", "ngram_min", "nanospec", "nanospec_capacity", "nanospec_topk", "frspec", "ssd", "draft", "draft_kind", "draft_model", "device",
+             "ssd_fanout", "ssd_budget", "saguaro_c", "ssd_backup", "ssd_fanout_schedule", "draft_adaptive"]
 PROMPTS = ["", "hi", b"\xff\xfe", "\udcff", [], [2], [2, 262143], [-1], [2**40], [2.5], "x" * 300, None, 3]
 
 _state = {}

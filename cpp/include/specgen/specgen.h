@@ -67,7 +67,8 @@ SPECGEN_API const char * specgen_last_error(void);
 /* "ok", "invalid argument", ...; "unknown" for values outside the enum. Static storage. */
 SPECGEN_API const char * specgen_status_name(specgen_status status);
 
-/* The library version, "MAJOR.MINOR.PATCH". Static storage. */
+/* The library version, "MAJOR.MINOR.PATCH" (CMake's project(VERSION), the same string as the
+ * Python package's specgen.__version__ and `specgen --version`). Static storage. */
 SPECGEN_API const char * specgen_version(void);
 
 /* ---- loading a generator ---------------------------------------------------------------------- */
@@ -98,7 +99,7 @@ typedef enum specgen_verify {
 
 typedef struct specgen_generator_params {
     int32_t n_ctx;           /* context length in tokens, [1, 1048576]; default 4096 */
-    int32_t n_threads;       /* compute threads, [0, 512]; 0: all cores (at most 8) */
+    int32_t n_threads;       /* compute threads, [0, 512]; 0 (default): automatic, all cores (at most 8) */
     int32_t n_threads_draft; /* SSD drafter threads, [0, 512]; 0: half of n_threads (the target keeps the rest) */
 
     /* Speculation. */
@@ -122,6 +123,10 @@ typedef struct specgen_generator_params {
     specgen_ssd_backup ssd_backup; /* on a cache miss; default SPECGEN_SSD_BACKUP_NEURAL */
     int32_t ssd_budget;            /* SSD: most branches drafted per round, -1: until the verdict; default -1 */
     float saguaro_c;               /* Saguaro sampling weight on the drafter's top-F tokens, [0, 1]; 1 = off */
+    /* Added in 0.1: */
+    const char * device;           /* "cpu", "cuda" or "cuda:N"; NULL: "cpu" */
+    bool draft_adaptive;           /* adapt gamma to acceptance (shrink after a rejection, grow after a full accept); default true */
+    bool reuse_draft_hidden;       /* all-layers self drafter: verification reuses its hidden states; default true */
 } specgen_generator_params;
 
 /* The defaults listed above. */
@@ -170,6 +175,7 @@ SPECGEN_API int32_t specgen_detokenize(const specgen_generator * gen, const int3
 
 /* ---- generation ------------------------------------------------------------------------------- */
 
+/* seed value asking for a fresh random seed: (uint64_t) -1, the -1 of the CLI and the Python SDK */
 #define SPECGEN_SEED_RANDOM UINT64_MAX
 
 typedef struct specgen_generate_params {
@@ -198,6 +204,8 @@ typedef enum specgen_finish_reason {
     SPECGEN_FINISH_REASON_CANCELLED = 4, /* the callback returned non-zero */
 } specgen_finish_reason;
 
+#define SPECGEN_MAX_DRAFT 64 /* the largest draft_max */
+
 typedef struct specgen_stats {
     specgen_finish_reason finish_reason;
     uint64_t seed;                     /* the seed used (the drawn one for SPECGEN_SEED_RANDOM) */
@@ -222,6 +230,25 @@ typedef struct specgen_stats {
     int64_t ssd_branches;              /* branches drafted */
     double ssd_wait_seconds;           /* target idle, waiting for the drafter */
     double ssd_overlap_fraction;       /* drafter busy time during verification / verify time */
+    /* The rest of the field list (docs/DESIGN.md section 7; cpp/src/engine/stats.h). Row counts: a
+     * round verifies gamma + 1 target rows, n_verify_rows = n_drafted + n_rounds in all;
+     * n_verify_rows_reused <= n_verify_rows of them reused the self drafter's layers; n_emitted_rows
+     * (k + 1 per round) are the rows the speed-of-light sums run over. */
+    int64_t n_verify_rows;             /* target rows verified, n_drafted + n_rounds */
+    int64_t n_verify_rows_reused;      /* verified rows whose layers the all-layers self drafter already ran */
+    int64_t n_emitted_rows;            /* target rows on the emitted path (k + 1 per round) */
+    double sum_entropy;                /* speed-of-light input: sum over emitted rows of -sum p ln p */
+    double sum_entropy2;               /* speed-of-light input: sum over emitted rows of sum p (ln p)^2 */
+    double sum_alpha;                  /* speed-of-light input: sum over emitted draft positions of sum min(p, q) */
+    int64_t n_alpha;                   /* positions in sum_alpha */
+    double ssd_overlap_seconds;        /* SSD: drafter busy while the target verified */
+    int64_t vocab_set_size;            /* NanoSpec / FR-Spec: |S| at the end */
+    double draft_head_seconds;         /* time in the drafter's LM head (part of draft_seconds) */
+    double nanospec_prefill_seconds;   /* NanoSpec: the prefill's full head pass (part of prefill_seconds) */
+    /* Per draft position i < n_positions: rounds that drafted / accepted position i. */
+    int32_t n_positions;               /* <= SPECGEN_MAX_DRAFT (draft_max is at most 64) */
+    int64_t drafted_at[SPECGEN_MAX_DRAFT];
+    int64_t accepted_at[SPECGEN_MAX_DRAFT];
 } specgen_stats;
 
 /* Called with each new piece of text: whole UTF-8 characters, never empty, not NUL-terminated

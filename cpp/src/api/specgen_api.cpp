@@ -10,12 +10,14 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <random>
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "engine/generator.h"
+#include "engine/params.h"
+#include "engine/stats.h"
 
 struct specgen_generator {
     std::unique_ptr<specgen::generator> gen;
@@ -56,12 +58,6 @@ specgen_status guard(F&& fn) noexcept {
 
 specgen_status invalid(const std::string& what) { return set_error(SPECGEN_STATUS_INVALID_ARGUMENT, what.c_str()); }
 
-uint64_t random_seed() {
-    std::random_device rd;
-    // 63 bits, as the Python SDK draws them, so a printed seed round-trips through every surface.
-    return ((uint64_t(rd()) << 32) ^ rd()) & (UINT64_MAX >> 1);
-}
-
 specgen_finish_reason to_c(specgen::finish_reason r) {
     switch (r) {
         case specgen::finish_reason::stop: return SPECGEN_FINISH_REASON_STOP;
@@ -76,31 +72,22 @@ void fill_stats(const specgen::generation& g, uint64_t seed, specgen_stats* out)
     const specgen::generation_stats& s = g.stats();
     out->finish_reason = to_c(g.reason());
     out->seed = seed;
-    out->n_prompt_tokens = s.n_prompt_tokens;
-    out->n_generated = s.n_generated;
-    out->prefill_seconds = s.prefill_seconds;
-    out->decode_seconds = s.decode_seconds;
-    out->prefill_tokens_per_second = s.prefill_tokens_per_second();
-    out->decode_tokens_per_second = s.decode_tokens_per_second();
-    out->n_rounds = s.n_rounds;
-    out->n_drafted = s.n_drafted;
-    out->n_accepted = s.n_accepted;
-    out->acceptance_rate = s.acceptance_rate();
-    out->mean_accepted_length = s.mean_accepted_length();
-    out->draft_seconds = s.draft_seconds;
-    out->verify_seconds = s.verify_seconds;
-    out->ssd_hits = s.ssd_hits;
-    out->ssd_misses = s.ssd_misses;
-    out->ssd_hit_rate = s.ssd_hit_rate();
-    out->ssd_branches = s.ssd_branches;
-    out->ssd_wait_seconds = s.ssd_wait_seconds;
-    out->ssd_overlap_fraction = s.ssd_overlap_fraction();
+    // Every field of the one list (engine/stats.h): a field missing from specgen_stats fails to compile.
+#define SPECGEN_X(type, name, member, doc) out->name = s.member;
+    SPECGEN_STATS_FIELDS(SPECGEN_X)
+#undef SPECGEN_X
+#define SPECGEN_X(name, doc) out->name = s.name();
+    SPECGEN_STATS_DERIVED(SPECGEN_X)
+#undef SPECGEN_X
+    out->n_positions = int32_t(std::min<size_t>(std::max(s.drafted_at.size(), s.accepted_at.size()), SPECGEN_MAX_DRAFT));
+    for (int32_t i = 0; i < out->n_positions; ++i) {
+        out->drafted_at[i] = size_t(i) < s.drafted_at.size() ? s.drafted_at[i] : 0;
+        out->accepted_at[i] = size_t(i) < s.accepted_at.size() ? s.accepted_at[i] : 0;
+    }
 }
 
 specgen::generate_params to_engine(const specgen_generate_params& p, uint64_t seed) {
     specgen::generate_params gp;
-    if (p.max_tokens < -1 || p.max_tokens > (1 << 30))
-        throw specgen::invalid_argument_error("max_tokens must be in [-1, 1073741824], got " + std::to_string(p.max_tokens));
     gp.max_tokens = p.max_tokens;
     gp.sampling.temperature = p.temperature;
     gp.sampling.top_k = p.top_k;
@@ -146,7 +133,7 @@ specgen_status generate_common(specgen_generator* gen, const int32_t* tokens, in
                                specgen_stats* stats) {
     if (stats) std::memset(stats, 0, sizeof *stats);
     const specgen_generate_params p = params ? *params : specgen_generate_default_params();
-    const uint64_t seed = p.seed == SPECGEN_SEED_RANDOM ? random_seed() : p.seed;
+    const uint64_t seed = p.seed == SPECGEN_SEED_RANDOM ? specgen::random_seed() : p.seed;
     if (stats) stats->seed = seed;
     return guard([&]() -> specgen_status {
         if (!gen || !gen->gen) return invalid("generator is NULL");
@@ -181,7 +168,7 @@ const char* specgen_status_name(specgen_status status) {
     return "unknown";
 }
 
-const char* specgen_version(void) { return "0.1.0"; }
+const char* specgen_version(void) { return specgen::version(); }
 
 specgen_generator_params specgen_generator_default_params(void) {
     const specgen::generator_params d;
@@ -210,6 +197,9 @@ specgen_generator_params specgen_generator_default_params(void) {
     p.ssd_backup = SPECGEN_SSD_BACKUP_NEURAL;
     p.ssd_budget = d.ssd_budget;
     p.saguaro_c = d.saguaro_c;
+    p.device = nullptr;
+    p.draft_adaptive = d.draft_adaptive;
+    p.reuse_draft_hidden = d.reuse_draft_hidden;
     return p;
 }
 
@@ -224,17 +214,18 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.n_threads = p.n_threads;
         gp.n_threads_draft = p.n_threads_draft;
         switch (p.draft_kind) {
-            case SPECGEN_DRAFT_KIND_NONE: gp.draft = ""; break;
-            case SPECGEN_DRAFT_KIND_SELF: gp.draft = "self"; break;
-            case SPECGEN_DRAFT_KIND_NGRAM: gp.draft = "ngram"; break;
+            case SPECGEN_DRAFT_KIND_NONE: gp.set_draft(specgen::draft_kind::none); break;
+            case SPECGEN_DRAFT_KIND_SELF: gp.set_draft(specgen::draft_kind::self); break;
+            case SPECGEN_DRAFT_KIND_NGRAM: gp.set_draft(specgen::draft_kind::ngram); break;
             case SPECGEN_DRAFT_KIND_MODEL:
                 if (!p.draft_path || !*p.draft_path) return invalid("draft_kind is MODEL but draft_path is NULL or empty");
-                // The engine reads "self"/"ngram" as drafter kinds: a file of that name needs a path prefix.
-                gp.draft = p.draft_path;
-                if (gp.draft == "self" || gp.draft == "ngram") gp.draft = "./" + gp.draft;
+                gp.set_draft(specgen::draft_kind::model, p.draft_path);
                 break;
-            default: return invalid("unknown draft_kind " + std::to_string(int(p.draft_kind)));
+            default: return invalid("unknown draft_kind " + std::to_string(int(p.draft_kind)) + " (valid: none, ngram, self, model)");
         }
+        if (p.device) gp.device = p.device;
+        gp.draft_adaptive = p.draft_adaptive;
+        gp.reuse_draft_hidden = p.reuse_draft_hidden;
         switch (p.verify) {
             case SPECGEN_VERIFY_TOKEN: gp.verify = specgen::verify_mode::token; break;
             case SPECGEN_VERIFY_BLOCK: gp.verify = specgen::verify_mode::block; break;

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "common/error.h"
+#include "engine/params.h"
 
 namespace specgen {
 
@@ -40,12 +41,8 @@ void backend::attention_batch(const float* q, const attention_seq* seqs, int n_s
 }
 
 std::unique_ptr<backend> make_backend(const std::string& device, int n_threads) {
-    if (device == "cpu") return make_cpu_backend(n_threads);
-    if (device == "cuda") return make_cuda_backend(0);
-    if (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 8 &&
-        device.find_first_not_of("0123456789", 5) == std::string::npos)
-        return make_cuda_backend(std::stoi(device.substr(5)));
-    throw invalid_argument_error("device must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
+    const device_spec d = parse_device(device);  // the one parser (engine/params.h)
+    return d.cuda ? make_cuda_backend(d.index) : make_cpu_backend(n_threads);
 }
 
 #ifndef SPECGEN_WITH_CUDA

@@ -1,46 +1,283 @@
+// The parameter table and the one validation of every knob (params.h). A front-end converts its
+// types, then validate() checks each field against its table entry and the cross-field rules.
 #include "engine/params.h"
 
+#include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <algorithm>
+#include <random>
 
 #include "common/error.h"
 
+#ifndef SPECGEN_VERSION
+#error "SPECGEN_VERSION comes from CMake's project(VERSION)"
+#endif
+
 namespace specgen {
 
+static_assert(std::numeric_limits<long double>::digits >= 64, "integer range checks need 64-bit mantissas");
+
 namespace {
+
 void require(bool ok, const std::string& what) {
     if (!ok) throw invalid_argument_error(what);
 }
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kI32 = 2147483647.0;
+constexpr double kU64 = 18446744073709551615.0;  // 2^64 (checked as long double: 2^64 - 1 is exact there)
+
+using S = param_scope;
+using T = param_type;
+
+// One row per knob. Defaults are the structs' member initialisers (test_params checks they agree).
+const std::vector<param_spec> kSpecs = {
+    // generator (fixed at load)
+    {"n_ctx", S::generator, T::integer, 1, 1 << 20, false, "", "4096", "context length in tokens"},
+    {"n_threads", S::generator, T::integer, 0, 512, false, "", "0", "compute threads; 0: automatic (all cores, at most 8)"},
+    {"n_threads_draft", S::generator, T::integer, 0, 512, false, "", "0",
+     "SSD drafter threads; 0: automatic (half of n_threads, the target keeps the rest)"},
+    {"device", S::generator, T::text, 0, 0, false, "", "cpu", "cpu, cuda (device 0) or cuda:N"},
+    {"draft_kind", S::generator, T::choice, 0, 0, false, "none|ngram|self|model", "none",
+     "drafter: none (plain decoding), ngram (prompt lookup), self (the target's first self_layers layers), "
+     "model (draft_model)"},
+    {"draft_model", S::generator, T::text, 0, 0, false, "", "", "draft GGUF with the target's vocabulary (draft_kind model)"},
+    {"verify", S::generator, T::choice, 0, 0, false, "token|block", "block",
+     "verification: token-wise rejection sampling or block/hierarchical (HSD)"},
+    {"draft_max", S::generator, T::integer, 1, 64, false, "", "8", "gamma: most tokens drafted per round"},
+    {"draft_min", S::generator, T::integer, 0, 64, false, "", "0",
+     "rounds drafting fewer tokens fall back to plain decoding (<= draft_max)"},
+    {"draft_p_min", S::generator, T::number, 0, 1, false, "", "0", "stop drafting below this drafter top probability"},
+    {"draft_adaptive", S::generator, T::flag, 0, 1, false, "", "true",
+     "adapt gamma: shrink to the accepted length after a rejection, double after a full acceptance"},
+    {"self_layers", S::generator, T::integer, 0, kI32, false, "", "0", "self drafter: layers run before exiting; 0: all"},
+    {"ngram_max", S::generator, T::integer, 1, 64, false, "", "4", "n-gram drafter: longest suffix matched"},
+    {"ngram_min", S::generator, T::integer, 1, 64, false, "", "1", "n-gram drafter: shortest suffix matched (<= ngram_max)"},
+    {"nanospec", S::generator, T::flag, 0, 1, false, "", "false", "draft head over the in-context vocabulary (NanoSpec)"},
+    {"nanospec_capacity", S::generator, T::integer, 16, 1 << 20, false, "", "3072", "most ids in the NanoSpec vocabulary"},
+    {"nanospec_topk", S::generator, T::integer, 1, 64, false, "", "3", "target top-k ids added to it per prompt/verified row"},
+    {"frspec", S::generator, T::integer, 0, kI32, false, "", "0", "FR-Spec baseline: draft head over the N most frequent ids; 0: off"},
+    {"frspec_path", S::generator, T::text, 0, 0, false, "", "", "FR-Spec frequency table (needed when frspec > 0)"},
+    {"reuse_draft_hidden", S::generator, T::flag, 0, 1, false, "", "true",
+     "all-layers self drafter: verification reuses its hidden states (false: full verification forward)"},
+    {"ssd", S::generator, T::flag, 0, 1, false, "", "false", "SSD/Saguaro: draft concurrently with verification"},
+    {"ssd_fanout", S::generator, T::integer, 1, 64, false, "", "4", "SSD bonus candidates per outcome (F, or F_0 when geometric)"},
+    {"ssd_fanout_schedule", S::generator, T::choice, 0, 0, false, "uniform|geometric", "uniform", "SSD fan-out schedule"},
+    {"ssd_backup", S::generator, T::choice, 0, 0, false, "neural|fast", "neural",
+     "SSD cache miss: draft now (neural) or n-gram point masses (fast)"},
+    {"ssd_budget", S::generator, T::integer, -1, kI32, false, "", "-1", "SSD branches drafted per round; -1: until the verdict"},
+    {"saguaro_c", S::generator, T::number, 0, 1, false, "", "1", "Saguaro sampling weight on the drafter's top-F tokens; 1: off"},
+    // generate (per request)
+    {"max_tokens", S::generate, T::integer, -1, 1 << 30, false, "", "256", "most tokens generated; -1: until EOS or the context is full"},
+    {"temperature", S::generate, T::number, 0, 1e6, false, "", "0.8", "0: greedy"},
+    {"top_k", S::generate, T::integer, 0, kI32, false, "", "40", "0: off"},
+    {"top_p", S::generate, T::number, 0, 1, true, "", "0.95", "1: off"},
+    {"min_p", S::generate, T::number, 0, 1, false, "", "0.05", "0: off"},
+    {"repeat_penalty", S::generate, T::number, 0, kInf, true, "", "1", "1: off"},
+    {"repeat_last_n", S::generate, T::integer, -1, kI32, false, "", "64", "tokens the penalty looks back; 0: off, -1: all"},
+    {"seed", S::generate, T::integer, -1, kU64, false, "", "-1", "sampling seed; -1: a fresh random one"},
+    {"add_bos", S::generate, T::flag, 0, 1, false, "", "true", "prepend BOS when the model asks for it"},
+    {"ignore_eos", S::generate, T::flag, 0, 1, false, "", "false", "keep generating past end-of-generation tokens"},
+    {"stop", S::generate, T::text, 0, 0, false, "", "", "stop strings (each at most 4096 bytes; not part of the output)"},
+};
+
+std::string number_text(long double v) {
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (v == std::floor(v) && std::fabs(v) < 2e19L) {
+        char b[32];
+        if (v < 0) std::snprintf(b, sizeof b, "%lld", (long long)v);
+        else std::snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+        return b;
+    }
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", double(v));
+    return b;
+}
+
+void check(const char* name, long double value) { check_param_range(param_spec_of(name), value); }
+
+std::vector<std::string> choices_of(const param_spec& s) {
+    std::vector<std::string> out;
+    const std::string all = s.choices;
+    for (size_t at = 0; at <= all.size();) {
+        const size_t bar = std::min(all.find('|', at), all.size());
+        out.push_back(all.substr(at, bar - at));
+        at = bar + 1;
+    }
+    return out;
+}
+
 }  // namespace
+
+const char* version() { return SPECGEN_VERSION; }
+
+uint64_t random_seed() {
+    std::random_device rd;
+    return ((uint64_t(rd()) << 32) ^ rd()) & (UINT64_MAX >> 1);
+}
+
+uint64_t resolve_seed(int64_t requested) {
+    if (requested == -1) return random_seed();
+    require(requested >= 0, "seed must be -1 (random) or >= 0, got " + std::to_string(requested));
+    return uint64_t(requested);
+}
+
+const char* draft_kind_name(draft_kind k) {
+    switch (k) {
+        case draft_kind::none: return "none";
+        case draft_kind::ngram: return "ngram";
+        case draft_kind::self: return "self";
+        case draft_kind::model: return "model";
+    }
+    return "?";
+}
+
+draft_kind parse_draft_kind(const std::string& name) {
+    for (draft_kind k : {draft_kind::none, draft_kind::ngram, draft_kind::self, draft_kind::model})
+        if (name == draft_kind_name(k)) return k;
+    throw invalid_argument_error("draft kind must be one of none, ngram, self, model (a draft GGUF goes with kind model), got '" +
+                                 name + "'");
+}
+
+device_spec parse_device(const std::string& device) {
+    device_spec d;
+    if (device == "cpu") return d;
+    d.cuda = true;
+    if (device == "cuda") return d;
+    require(device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 8 &&
+                device.find_first_not_of("0123456789", 5) == std::string::npos,
+            "device must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
+    d.index = std::stoi(device.substr(5));
+    return d;
+}
+
+const std::vector<param_spec>& param_specs() { return kSpecs; }
+
+const param_spec& param_spec_of(const std::string& name) {
+    for (const param_spec& s : kSpecs)
+        if (name == s.name) return s;
+    throw invalid_argument_error("no parameter named '" + name + "'");
+}
+
+std::string param_range_text(const param_spec& s) {
+    if (s.type == param_type::choice) return std::string("one of ") + s.choices;
+    if (std::isinf(s.max)) return (s.min_open ? "> " : ">= ") + number_text(s.min);
+    const long double max = s.max == kU64 ? 18446744073709551615.0L : (long double)s.max;
+    return (s.min_open ? "(" : "[") + number_text(s.min) + ", " + number_text(max) + "]";
+}
+
+void check_param_range(const param_spec& s, long double v, const std::string& label, const std::string& value_text) {
+    const std::string who = label.empty() ? s.name : label;
+    const bool above_min = s.min_open ? v > s.min : v >= s.min;
+    // max as long double: 2^64 - 1 (the largest seed) is exact there, 2^64 is not allowed.
+    const long double max = s.max == kU64 ? 18446744073709551615.0L : (long double)s.max;
+    const bool ok = std::isfinite(v) && above_min && v <= max && (s.type != param_type::integer || v == std::floor(v));
+    require(ok, who + " must be " + (std::isinf(s.max) ? "" : "in ") + param_range_text(s) + ", got " +
+                    (value_text.empty() ? number_text(v) : value_text));
+}
+
+long double parse_param_text(const param_spec& s, const std::string& text, const std::string& label) {
+    const std::string who = label.empty() ? s.name : label;
+    const auto expects = [&](const char* what) {
+        return invalid_argument_error(who + " expects " + what + " " + param_range_text(s) + ", got '" + text + "'");
+    };
+    if (s.type == param_type::choice) {
+        const std::vector<std::string> names = choices_of(s);
+        std::string quoted;
+        for (size_t i = 0; i < names.size(); ++i) {
+            if (names[i] == text) return (long double)i;
+            quoted += (i == 0 ? "'" : i + 1 == names.size() ? " or '" : ", '") + names[i] + "'";
+        }
+        throw invalid_argument_error(who + " must be " + quoted + ", got '" + text + "'");
+    }
+    const char* what = s.type == param_type::integer ? "an integer in" : "a number in";
+    if (text.empty() || std::isspace((unsigned char)text[0])) throw expects(what);
+    errno = 0;
+    char* end = nullptr;
+    long double v;
+    if (s.type == param_type::integer) {
+        if (text[0] == '-') {
+            const long long x = std::strtoll(text.c_str(), &end, 10);
+            v = errno == ERANGE ? -INFINITY : (long double)x;
+        } else {
+            const unsigned long long x = std::strtoull(text.c_str(), &end, 10);
+            v = errno == ERANGE ? INFINITY : (long double)x;
+        }
+    } else {
+        v = std::strtold(text.c_str(), &end);
+    }
+    if (*end != '\0') throw expects(what);
+    check_param_range(s, v, who, text);
+    return v;
+}
+
+void generator_params::set_draft(draft_kind kind, const std::string& path) {
+    require(kind == draft_kind::model ? !path.empty() : path.empty(),
+            kind == draft_kind::model ? "draft_kind model needs a draft_model path"
+                                      : std::string("draft_model is only for draft_kind model (got kind ") +
+                                            draft_kind_name(kind) + ")");
+    draft_type = kind;
+    draft_model = path;
+    switch (kind) {
+        case draft_kind::none: draft.clear(); break;
+        case draft_kind::ngram:
+        case draft_kind::self: draft = draft_kind_name(kind); break;
+        // The engine reads the bare words self/ngram as drafter kinds: a file so named needs a path.
+        case draft_kind::model: draft = (path == "self" || path == "ngram") ? "./" + path : path; break;
+    }
+}
 
 void generator_params::validate() const {
     require(!model_path.empty(), "model_path is empty");
-    require(n_ctx > 0 && n_ctx <= (1 << 20), "n_ctx must be in [1, 1048576], got " + std::to_string(n_ctx));
-    require(n_threads >= 0 && n_threads <= 512, "n_threads must be in [0, 512] (0 = auto), got " + std::to_string(n_threads));
-    require(device == "cpu" || device == "cuda" ||
-                (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() <= 8 &&
-                 device.find_first_not_of("0123456789", 5) == std::string::npos),
-            "device must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
-    require(n_threads_draft >= 0 && n_threads_draft <= 512, "n_threads_draft must be in [0, 512], got " + std::to_string(n_threads_draft));
-    require(draft_max >= 1 && draft_max <= 64, "draft_max must be in [1, 64], got " + std::to_string(draft_max));
-    require(draft_min >= 0 && draft_min <= draft_max, "draft_min must be in [0, draft_max], got " + std::to_string(draft_min));
-    require(std::isfinite(draft_p_min) && draft_p_min >= 0 && draft_p_min <= 1, "draft_p_min must be in [0, 1]");
-    require(self_layers >= 0, "self_layers must be >= 0 (0 = all layers)");
-    require(ngram_min >= 1 && ngram_max >= ngram_min && ngram_max <= 64, "need 1 <= ngram_min <= ngram_max <= 64");
-    require(nanospec_capacity >= 16 && nanospec_capacity <= (1 << 20), "nanospec_capacity must be in [16, 1048576]");
-    require(nanospec_topk >= 1 && nanospec_topk <= 64,
-            "nanospec_topk must be in [1, 64], got " + std::to_string(nanospec_topk));
-    require(frspec >= 0, "frspec must be >= 0");
-    require(ssd_fanout >= 1 && ssd_fanout <= 64, "ssd_fanout must be in [1, 64], got " + std::to_string(ssd_fanout));
-    require(ssd_budget >= -1, "ssd_budget must be >= -1 (-1 = until the verdict), got " + std::to_string(ssd_budget));
-    require(std::isfinite(saguaro_c) && saguaro_c >= 0 && saguaro_c <= 1, "saguaro_c must be in [0, 1]");
-    require(!ssd || (!draft.empty() && draft != "ngram"),
-            "ssd=True needs a neural drafter: draft='self' or a draft model (got '" + draft + "')");
+    check("n_ctx", n_ctx);
+    check("n_threads", n_threads);
+    check("n_threads_draft", n_threads_draft);
+    parse_device(device);
+    check("draft_max", draft_max);
+    check("draft_min", draft_min);
+    require(draft_min <= draft_max,
+            "draft_min (" + std::to_string(draft_min) + ") must not exceed draft_max (" + std::to_string(draft_max) + ")");
+    check("draft_p_min", draft_p_min);
+    check("self_layers", self_layers);
+    check("ngram_max", ngram_max);
+    check("ngram_min", ngram_min);
+    require(ngram_min <= ngram_max,
+            "ngram_min (" + std::to_string(ngram_min) + ") must not exceed ngram_max (" + std::to_string(ngram_max) + ")");
+    check("nanospec_capacity", nanospec_capacity);
+    check("nanospec_topk", nanospec_topk);
+    check("frspec", frspec);
+    check("ssd_fanout", ssd_fanout);
+    check("ssd_budget", ssd_budget);
+    check("saguaro_c", saguaro_c);
+    // The kind and path set_draft() wrote must still match the engine's selector. (Code that sets
+    // `draft` alone -- older callers -- leaves draft_type at none and is read from `draft`.)
+    if (draft_type != draft_kind::none) {
+        generator_params expect;
+        expect.set_draft(draft_type, draft_model);
+        require(expect.draft == draft, "draft ('" + draft + "') disagrees with draft_kind " + draft_kind_name(draft_type));
+    }
+    const bool neural = !draft.empty() && draft != "ngram";
+    require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
+                                std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
-    require(!(nanospec || frspec > 0) || (!draft.empty() && draft != "ngram"),
-            "nanospec/frspec choose a draft LM head: they need draft='self' or a draft model (got '" + draft + "')");
+    require(!(nanospec || frspec > 0) || neural,
+            "nanospec/frspec choose a draft LM head: they need draft_kind self or model (got '" +
+                std::string(draft.empty() ? "none" : draft) + "')");
 }
 
 void generate_params::validate() const {
+    check("max_tokens", max_tokens);
+    check("temperature", sampling.temperature);
+    check("top_k", sampling.top_k);
+    check("top_p", sampling.top_p);
+    check("min_p", sampling.min_p);
+    check("repeat_penalty", sampling.repeat_penalty);
+    check("repeat_last_n", sampling.repeat_last_n);
     sampling.validate();
     for (const auto& s : stop) require(s.size() <= 4096, "stop strings must be at most 4096 bytes");
 }

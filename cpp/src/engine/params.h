@@ -1,5 +1,8 @@
-// Parameters of a generator (fixed at load) and of one generation request. Names follow
-// llama-cpp-python / llama.cpp; DESIGN.md lists them.
+// Parameters of a generator (fixed at load) and of one generation request, and the ONE table that
+// names, types, bounds and documents every knob (param_specs()). Every front-end -- the Python SDK,
+// the C API and the CLI -- only converts its own types into these structs and calls validate();
+// ranges, defaults and the meaning of the special values (0 = automatic threads, -1 = random seed)
+// live here. Names follow llama-cpp-python / llama.cpp (docs/DESIGN.md section 7).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,18 +13,43 @@
 namespace specgen {
 
 enum class verify_mode { token, block };
-enum class ssd_schedule { uniform, geometric };  // SSD fan-out per outcome (ALGORITHMS.md 4.6)
+enum class ssd_schedule { uniform, geometric };  // SSD fan-out per outcome (docs/ALGORITHMS.md section 4.6)
 enum class ssd_backup_mode { neural, fast };    // SSD cache miss: draft K now | n-gram point masses
+
+// What drafts the tokens the target verifies.
+enum class draft_kind { none, ngram, self, model };
+const char* draft_kind_name(draft_kind k);  // "none", "ngram", "self", "model"
+// "none" | "ngram" | "self" | "model"; anything else: invalid_argument_error naming the valid kinds.
+draft_kind parse_draft_kind(const std::string& name);
+
+// The device string, parsed in one place: "cpu", "cuda" (device 0) or "cuda:N".
+struct device_spec {
+    bool cuda = false;
+    int index = 0;
+};
+device_spec parse_device(const std::string& device);  // throws invalid_argument_error
+
+// The library version, from CMake's project(VERSION) (one place for every front-end).
+const char* version();
+
+// A fresh random seed: 63 bits, so a printed seed round-trips through every front-end.
+uint64_t random_seed();
+// The seed a request runs with: `requested` when >= 0, a random_seed() for -1 (the "random" value of
+// every front-end: Python None/-1, C SPECGEN_SEED_RANDOM, CLI -s -1).
+uint64_t resolve_seed(int64_t requested);
 
 struct generator_params {
     std::string model_path;
     int32_t n_ctx = 4096;
-    int32_t n_threads = 0;        // 0: all cores (at most 8)
+    int32_t n_threads = 0;        // 0: automatic (all cores, at most 8)
     int32_t n_threads_draft = 0;  // SSD drafter threads; 0: half of n_threads, the target keeps the rest
     // Where the model runs: "cpu", "cuda" (device 0) or "cuda:N". CUDA holds the weights, KV caches
     // and activations in device memory; sampling and verification stay on the host.
     std::string device = "cpu";
-    // Speculation. draft: "" (none), "self", "ngram", or a path to a draft GGUF.
+    // Speculation: set with set_draft(kind, path). `draft` is the engine's drafter selector derived
+    // from them ("" none, "ngram", "self", or the draft GGUF path); validate() checks they agree.
+    draft_kind draft_type = draft_kind::none;
+    std::string draft_model;      // the draft GGUF when draft_type == model
     std::string draft;
     verify_mode verify = verify_mode::block;
     int32_t draft_max = 8;        // gamma: most tokens drafted per round
@@ -32,7 +60,7 @@ struct generator_params {
     int32_t self_layers = 0;      // self drafter: layers run before exiting (0: all)
     int32_t ngram_max = 4;        // n-gram drafter: longest suffix matched
     int32_t ngram_min = 1;        // shortest suffix matched
-    bool nanospec = false;        // draft head over the in-context vocabulary (ALGORITHMS.md 3)
+    bool nanospec = false;        // draft head over the in-context vocabulary (docs/ALGORITHMS.md section 3)
     int32_t nanospec_capacity = 3072;
     int32_t nanospec_topk = 3;    // target top-k ids added to S per prefill/verified row (paper: 3)
     int32_t frspec = 0;           // FR-Spec baseline: draft head over the N most frequent tokens
@@ -40,14 +68,17 @@ struct generator_params {
     // Self drafter over all layers: verification reuses the drafter's hidden states (the target's own)
     // and only runs the head over them. false forces the full verification forward (tests, benchmarks).
     bool reuse_draft_hidden = true;
-    bool ssd = false;             // Saguaro: draft concurrently with verification (ALGORITHMS.md 4)
+    bool ssd = false;             // Saguaro: draft concurrently with verification (docs/ALGORITHMS.md section 4)
     int32_t ssd_fanout = 4;       // F (uniform) or F_0 (geometric): bonus candidates per outcome
     ssd_schedule ssd_fanout_schedule = ssd_schedule::uniform;
     ssd_backup_mode ssd_backup = ssd_backup_mode::neural;
     int32_t ssd_budget = -1;      // most branches drafted per round; -1: until the verdict arrives
     float saguaro_c = 1.0f;       // Saguaro sampling weight C in [0, 1] on the top-F draft tokens; 1 = off
 
-    // Throws invalid_argument_error naming the first bad field.
+    // Sets draft_type, draft_model and the derived `draft`. A model path is required for (only
+    // for) draft_kind::model.
+    void set_draft(draft_kind kind, const std::string& model_path = "");
+    // Throws invalid_argument_error naming the first bad field (the table's message).
     void validate() const;
 };
 
@@ -55,11 +86,42 @@ struct generate_params {
     int32_t max_tokens = 256;     // < 0: until EOS or the context is full
     sampling_params sampling;
     std::vector<std::string> stop;
-    uint64_t seed = 0xC0FFEE;
+    uint64_t seed = 0xC0FFEE;     // the resolved seed (see resolve_seed)
     bool add_bos = true;          // prepend BOS when the model's tokenizer asks for it
     bool ignore_eos = false;
 
     void validate() const;
 };
+
+// ---- the parameter table ----------------------------------------------------------------------
+enum class param_type { integer, number, flag, choice, text };
+enum class param_scope { generator, generate };
+
+struct param_spec {
+    const char* name;           // the field name (Python keyword, C struct member)
+    param_scope scope;
+    param_type type;
+    double min, max;            // integer / number: the closed range [min, max] ...
+    bool min_open;              // ... or (min, max] when set (top_p, repeat_penalty)
+    const char* choices;        // choice: "a|b|c"
+    const char* default_value;  // as text
+    const char* doc;            // one line: meaning, unit, special values
+};
+
+// Every knob, generator and generate scope, in documentation order.
+const std::vector<param_spec>& param_specs();
+// The spec named `name`; invalid_argument_error when there is none.
+const param_spec& param_spec_of(const std::string& name);
+// "[1, 1048576]", "(0, 1]", "> 0" (no upper bound): the domain as error messages write it.
+std::string param_range_text(const param_spec& spec);
+// Throws invalid_argument_error "<label> must be in <range>, got <value>" when `value` (exact for
+// integers up to 2^64) is outside the spec's range or not finite. label defaults to spec.name.
+// value_text: how to print the value (the caller's spelling; default: the number).
+void check_param_range(const param_spec& spec, long double value, const std::string& label = "",
+                       const std::string& value_text = "");
+// Parses `text` as the spec's type (integer / number / choice) strictly (the whole string) and
+// range-checks it; the errors name `label` ("-c", "--temp"). Returns the value; choices return
+// their index in spec.choices.
+long double parse_param_text(const param_spec& spec, const std::string& text, const std::string& label);
 
 }  // namespace specgen

@@ -17,46 +17,6 @@ namespace nb = nanobind;
 
 namespace specgen::python {
 
-namespace {
-
-nb::dict stats_dict(const generation_stats& s) {
-    nb::dict d;
-    d["n_prompt_tokens"] = s.n_prompt_tokens;
-    d["n_generated"] = s.n_generated;
-    d["prefill_seconds"] = s.prefill_seconds;
-    d["decode_seconds"] = s.decode_seconds;
-    d["prefill_tokens_per_second"] = s.prefill_tokens_per_second();
-    d["decode_tokens_per_second"] = s.decode_tokens_per_second();
-    d["n_rounds"] = s.n_rounds;
-    d["n_drafted"] = s.n_drafted;
-    d["n_accepted"] = s.n_accepted;
-    d["acceptance_rate"] = s.acceptance_rate();
-    d["mean_accepted_length"] = s.mean_accepted_length();
-    d["drafted_at"] = s.drafted_at;
-    d["accepted_at"] = s.accepted_at;
-    d["draft_seconds"] = s.draft_seconds;
-    d["verify_seconds"] = s.verify_seconds;
-    d["n_target_rows"] = s.n_target_rows;
-    d["sum_entropy"] = s.sum_entropy;
-    d["sum_entropy2"] = s.sum_entropy2;
-    d["sum_alpha"] = s.sum_alpha;
-    d["n_alpha"] = s.n_alpha;
-    d["vocab_set_size"] = s.vocab_set_size;
-    d["ssd_hits"] = s.ssd_hits;
-    d["ssd_misses"] = s.ssd_misses;
-    d["ssd_hit_rate"] = s.ssd_hit_rate();
-    d["ssd_branches"] = s.ssd_branches;
-    d["ssd_wait_seconds"] = s.ssd_wait_seconds;
-    d["ssd_overlap_seconds"] = s.ssd_overlap_seconds;
-    d["n_target_rows_reused"] = s.n_target_rows_reused;
-    d["ssd_overlap_fraction"] = s.ssd_overlap_fraction();
-    d["draft_head_seconds"] = s.draft_head_seconds;
-    d["nanospec_prefill_seconds"] = s.nanospec_prefill_seconds;
-    return d;
-}
-
-}  // namespace
-
 void bind_engine(nb::module_& m) {
     m.def("cuda_device_count", &cuda_device_count,
           "CUDA devices usable by this build (0 when CUDA is not compiled in or no device is present).");
@@ -67,9 +27,6 @@ void bind_engine(nb::module_& m) {
         return d;
     }, "What this build of the native core contains: {'cuda': bool, 'cpu_isa': str}.");
 
-    nb::enum_<verify_mode>(m, "VerifyMode").value("token", verify_mode::token).value("block", verify_mode::block);
-    nb::enum_<ssd_schedule>(m, "SsdSchedule").value("uniform", ssd_schedule::uniform).value("geometric", ssd_schedule::geometric);
-    nb::enum_<ssd_backup_mode>(m, "SsdBackup").value("neural", ssd_backup_mode::neural).value("fast", ssd_backup_mode::fast);
     m.def(
         "saguaro_reweight",
         [](const std::vector<int32_t>& ids, const std::vector<float>& probs, int f, float c) {
@@ -81,46 +38,6 @@ void bind_engine(nb::module_& m) {
         "Saguaro sampling (docs/ALGORITHMS.md section 4.5): weight c on the f most probable tokens, renormalised. "
         "Returns (ids, probs); the C++ function the SSD drafter samples from.");
 
-    nb::class_<generator_params>(m, "GeneratorParams")
-        .def(nb::init<>())
-        .def_rw("model_path", &generator_params::model_path)
-        .def_rw("n_ctx", &generator_params::n_ctx)
-        .def_rw("n_threads", &generator_params::n_threads)
-        .def_rw("n_threads_draft", &generator_params::n_threads_draft)
-        .def_rw("device", &generator_params::device)
-        .def_rw("draft", &generator_params::draft)
-        .def_rw("verify", &generator_params::verify)
-        .def_rw("draft_max", &generator_params::draft_max)
-        .def_rw("draft_min", &generator_params::draft_min)
-        .def_rw("draft_p_min", &generator_params::draft_p_min)
-        .def_rw("draft_adaptive", &generator_params::draft_adaptive)
-        .def_rw("self_layers", &generator_params::self_layers)
-        .def_rw("ngram_max", &generator_params::ngram_max)
-        .def_rw("ngram_min", &generator_params::ngram_min)
-        .def_rw("nanospec", &generator_params::nanospec)
-        .def_rw("nanospec_capacity", &generator_params::nanospec_capacity)
-        .def_rw("nanospec_topk", &generator_params::nanospec_topk)
-        .def_rw("frspec", &generator_params::frspec)
-        .def_rw("frspec_path", &generator_params::frspec_path)
-        .def_rw("reuse_draft_hidden", &generator_params::reuse_draft_hidden)
-        .def_rw("ssd", &generator_params::ssd)
-        .def_rw("ssd_fanout", &generator_params::ssd_fanout)
-        .def_rw("ssd_fanout_schedule", &generator_params::ssd_fanout_schedule)
-        .def_rw("ssd_backup", &generator_params::ssd_backup)
-        .def_rw("ssd_budget", &generator_params::ssd_budget)
-        .def_rw("saguaro_c", &generator_params::saguaro_c)
-        .def("validate", &generator_params::validate);
-
-    nb::class_<generate_params>(m, "GenerateParams")
-        .def(nb::init<>())
-        .def_rw("max_tokens", &generate_params::max_tokens)
-        .def_rw("sampling", &generate_params::sampling)
-        .def_rw("stop", &generate_params::stop)
-        .def_rw("seed", &generate_params::seed)
-        .def_rw("add_bos", &generate_params::add_bos)
-        .def_rw("ignore_eos", &generate_params::ignore_eos)
-        .def("validate", &generate_params::validate);
-
     nb::class_<generation>(m, "Generation")
         .def("step", &generation::step, nb::call_guard<nb::gil_scoped_release>(),
              "Runs one target call; returns the text it made safe to show.")
@@ -129,7 +46,7 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("finish_reason", [](const generation& g) { return std::string(finish_reason_name(g.reason())); })
         .def_prop_ro("tokens", [](const generation& g) { return g.tokens(); })
         .def_prop_ro("text", [](const generation& g) { return g.text(); })
-        .def("stats", [](const generation& g) { return stats_dict(g.stats()); });
+        .def("stats", [](const generation& g) { return make_stats(g.stats()); });
 
     nb::class_<generator>(m, "Generator")
         .def(nb::init<const generator_params&>(), nb::call_guard<nb::gil_scoped_release>())

@@ -64,7 +64,7 @@ void bind_nanospec(nb::module_& m) {
           "The first n ids of an FR-Spec table (tools/build_frspec_table.py), checked.");
 
     nb::class_<py_vocab>(m, "NanoSpecVocab",
-                         "NanoSpec's token set S with its head rows gathered (ALGORITHMS.md section 3).")
+                         "NanoSpec's token set S with its head rows gathered (docs/ALGORITHMS.md section 3).")
         .def(nb::init<const generator&, int32_t, bool, int>(), nb::arg("generator"), nb::arg("capacity") = 3072,
              nb::arg("frspec") = false, nb::arg("top_k") = 3, nb::keep_alive<1, 2>())
         .def("reset", [](py_vocab& v) { v.vocab.reset(); })

@@ -2,7 +2,13 @@
 #pragma once
 #include <nanobind/nanobind.h>
 
+namespace specgen {
+struct generation_stats;
+}
+
 namespace specgen::python {
+// A GenerationStats object (bind_stats.cpp) holding a copy of `s`.
+nanobind::object make_stats(const generation_stats& s);
 void bind_errors(nanobind::module_& m);
 void bind_quant(nanobind::module_& m);
 void bind_gguf(nanobind::module_& m);
@@ -13,4 +19,6 @@ void bind_engine(nanobind::module_& m);
 void bind_nanospec(nanobind::module_& m);
 void bind_backend(nanobind::module_& m);
 void bind_batch(nanobind::module_& m);
+void bind_params(nanobind::module_& m);
+void bind_stats(nanobind::module_& m);
 }  // namespace specgen::python

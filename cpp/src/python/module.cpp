@@ -4,6 +4,8 @@ NB_MODULE(_core, m) {
     using namespace specgen::python;
     m.doc() = "specgen native core (use the `specgen` package, not this module)";
     bind_errors(m);
+    bind_params(m);
+    bind_stats(m);
     bind_quant(m);
     bind_gguf(m);
     bind_tokenizer(m);

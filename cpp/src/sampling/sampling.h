@@ -1,5 +1,5 @@
-// Logits -> sampling distribution, and sampling from it (ALGORITHMS.md notation: p and q are the
-// distributions AFTER these processors; DESIGN.md "Sampling").
+// Logits -> sampling distribution, and sampling from it (docs/ALGORITHMS.md notation: p and q are the
+// distributions AFTER these processors; docs/DESIGN.md section 3).
 //
 // Pipeline, applied in this order (llama.cpp's default chain restricted to these samplers):
 //   repeat penalty over the last repeat_last_n history tokens (each distinct token once:

@@ -1,7 +1,7 @@
 """Core-runtime numbers: prefill and decode tokens/s of plain decoding, bytes read per decode token,
 and the fraction of the machine's memory read bandwidth that decode reaches.
 
-Decode is memory-bound (DESIGN.md "Performance stance"): each token reads ``bytes_per_token`` bytes
+Decode is memory-bound (docs/DESIGN.md section 6): each token reads ``bytes_per_token`` bytes
 of weights (the model's own count, the tied 262k-row LM head included for Gemma 3). Its speed limit
 is read bandwidth / bytes_per_token. The bandwidth is measured in the same run by a probe that says
 what it measures: numpy summing a large float32 array (default 1 GiB, far beyond the last-level
@@ -49,7 +49,7 @@ def read_bandwidth(n_threads: int = 1, size_mb: int = 1024, trials: int = 5) -> 
 
 
 def _prompt_tokens(g, n: int) -> List[int]:
-    from specgen.bench import load_prompts
+    from specgen.bench.grammar import load_prompts
 
     text = "\n\n".join(p["prompt"] for p in load_prompts(["text", "edit"]))
     toks = g.tokenize(text)
@@ -74,7 +74,7 @@ def run_core(
     import sys
 
     from specgen import Generator
-    from specgen.bench import cpu_name
+    from specgen.bench.runner import cpu_name
 
     rows = []
     model_path, bpt = None, None

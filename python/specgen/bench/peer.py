@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from specgen.bench_stats import spread
+from specgen.bench.stats import spread
 
 __all__ = ["run_peer"]
 

@@ -99,6 +99,22 @@ def _position_rows(res: Dict[str, Any]):
     return ["config"] + [f"pos {i + 1}" for i in range(n)], rows
 
 
+def _ssd_rows(res: Dict[str, Any]):
+    """SSD and draft-head details, for the cells that have them (the ssd and nanospec presets' study)."""
+    rows = []
+    for c in res["cells"]:
+        if c["status"] != "ok" or "all" not in c["sets"]:
+            continue
+        p = c["sets"]["all"]["pooled"]
+        if p.get("ssd_hit_rate") is None and not p.get("draft_head_seconds"):
+            continue
+        pct = lambda x: fmt(100 * x, 1) + "%" if x is not None else "-"
+        rows.append([c["label"], pct(p.get("ssd_hit_rate")), fmt(p.get("ssd_branches_per_round")),
+                     pct(p.get("ssd_wait_fraction")), pct(p.get("ssd_overlap_fraction")),
+                     fmt(p.get("head_ms_per_draft"), 3), str(p["vocab_set_size"]) if p.get("vocab_set_size") else "-"])
+    return ["config", "ssd hit", "branches/round", "target wait", "overlap", "head ms/draft", "|S|"], rows
+
+
 def _peer_rows(res: Dict[str, Any]):
     peer = res.get("peer")
     if not peer or not peer.get("available"):
@@ -134,6 +150,10 @@ def table(res: Dict[str, Any]) -> str:
     h, rows = _position_rows(res)
     if rows:
         out += ["", "acceptance by draft position (accepted / drafted):", _grid(h, rows)]
+    h, rows = _ssd_rows(res)
+    if rows:
+        out += ["", "SSD and draft head (hit = rounds drafted from the speculation cache; wait = share of decode time "
+                    "the target waited for the drafter; overlap = drafter busy / verify time):", _grid(h, rows)]
     pr = _peer_rows(res)
     out += ["", _peer_line(res)]
     if pr:
@@ -280,6 +300,12 @@ def markdown(res: Dict[str, Any], plot_path: Optional[str] = None, md_path: Opti
     h, rows = _position_rows(res)
     if rows:
         out += ["", "## Acceptance by draft position (accepted / drafted)", "", _grid(h, rows, md=True)]
+    h, rows = _ssd_rows(res)
+    if rows:
+        out += ["", "## SSD and draft head", "", _grid(h, rows, md=True), "",
+                "*ssd hit* = rounds whose draft came from the speculation cache; *target wait* = share of decode "
+                "time the target waited for the drafter; *overlap* = drafter busy time / verify time; *head ms/draft* "
+                "= time in the drafter's LM head per drafted token."]
     out += ["", "## Peer: llama.cpp", "", _peer_line(res)]
     pr = _peer_rows(res)
     if pr:

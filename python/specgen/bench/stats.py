@@ -1,5 +1,5 @@
 """Statistics of a benchmark: medians and spreads of timings, pooled acceptance statistics and the
-speed-of-light comparison (ALGORITHMS.md section 5) of a set of Generator.generate() stats dicts.
+speed-of-light comparison (docs/ALGORITHMS.md section 5) of a set of Generator.generate() stats dicts.
 
 Pure functions of plain dicts and lists (no engine), so they are unit-tested on hand-made traces.
 Pooling: counts are summed over the runs before dividing (a long run weighs more than a short one),
@@ -69,7 +69,8 @@ def _add_vectors(acc: List[int], v: Sequence[int]) -> List[int]:
 _SUMMED = (
     "n_prompt_tokens", "n_generated", "prefill_seconds", "decode_seconds", "n_rounds", "n_drafted",
     "n_accepted", "draft_seconds", "verify_seconds", "n_target_rows", "sum_entropy", "sum_entropy2",
-    "sum_alpha", "n_alpha",
+    "sum_alpha", "n_alpha", "ssd_hits", "ssd_misses", "ssd_branches", "ssd_wait_seconds", "ssd_overlap_seconds",
+    "draft_head_seconds", "nanospec_prefill_seconds",
 )
 
 
@@ -129,11 +130,19 @@ def pool_runs(stats_list: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     out["draft_fraction"] = out["draft_seconds"] / out["decode_seconds"] if out["decode_seconds"] else None
     out["verify_fraction"] = out["verify_seconds"] / out["decode_seconds"] if out["decode_seconds"] else None
     out["ms_per_round"] = 1e3 * out["decode_seconds"] / out["n_rounds"] if out["n_rounds"] else None
+    # SSD (docs/ALGORITHMS.md section 4): how often the speculation cache had the round's draft, how
+    # long the target waited for the drafter, how much drafting overlapped verification.
+    looks = out["ssd_hits"] + out["ssd_misses"]
+    out["ssd_hit_rate"] = out["ssd_hits"] / looks if looks else None
+    out["ssd_branches_per_round"] = out["ssd_branches"] / out["n_rounds"] if looks and out["n_rounds"] else None
+    out["ssd_wait_fraction"] = out["ssd_wait_seconds"] / out["decode_seconds"] if looks and out["decode_seconds"] else None
+    out["ssd_overlap_fraction"] = out["ssd_overlap_seconds"] / out["verify_seconds"] if looks and out["verify_seconds"] else None
+    out["head_ms_per_draft"] = 1e3 * out["draft_head_seconds"] / out["n_drafted"] if out["n_drafted"] else None
     return out
 
 
 def speed_of_light(pooled: Dict[str, Any], gamma: Optional[int]) -> Dict[str, Optional[float]]:
-    """Bounds on tokens per target call for a pooled configuration (ALGORITHMS.md section 5).
+    """Bounds on tokens per target call for a pooled configuration (docs/ALGORITHMS.md section 5).
 
     - ``pa_bound``: Pankratov-Alistarh leading term (mu + mu2) ln(P) / mu^2 with P = gamma + 1 (the
       verifier's capacity). inf when mu == 0 (greedy: the processed target distribution is a point

@@ -1,0 +1,46 @@
+"""Named studies of specgen bench: each preset is a set of option defaults in the one grammar
+(grammar.py), so a study is a command line, not a script of its own. Flags given on the command
+line override the preset's values.
+
+    specgen bench --preset ssd          # SSD / Saguaro against sequential drafting, same threads
+    specgen bench --preset nanospec     # full head vs FR-Spec vs NanoSpec heads of the self drafter
+    specgen bench --preset report       # regenerates docs/bench/ (REPORT.md, bench.*, core.md)
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+__all__ = ["PRESETS", "describe"]
+
+# Option values keyed by the argparse destination of specgen bench's flags (cli.py).
+PRESETS: Dict[str, Dict[str, Any]] = {
+    # SSD against the sequential drafters at the same total thread count (-t 2: the SSD drafter gets
+    # one thread, the target the other). Greedy, where the hit-rate goal is stated. The SSD
+    # statistics table (hit rate, branches per round, target wait, overlap) comes with it.
+    "ssd": dict(
+        configs=("ar,ngram:g4,self6:g2,self9:g2,self:g4,ssd6:g2:f4,ssd9:g2:f4:fast,ssd:g2:f1,ssd:g3:f1,"
+                 "ssd:g3:f1:noreuse,ssd:g3:f1:fast,ssd:g4:f2,ssd6:g1:f8,ssd:ns:k16:g3:f1:fast"),
+        prompts="text,edit", n_prompts=1, max_tokens=48, repeats=3, threads="2", temp="0", peer=False,
+    ),
+    # The self drafter's LM head: the full 262k-row head, FR-Spec's static top-32768 head and
+    # NanoSpec's in-context head (with larger top-k sets and draft_p_min variants), greedy.
+    "nanospec": dict(
+        configs=("ar,self:g4,self:noreuse:g4,frspec32768:g4,nanospec:g4,nanospec:noreuse:g4,nanospec:k8:g4,"
+                 "nanospec:k16:g4,frspec32768:p0.4:g4,nanospec:k16:p0.4:g4"),
+        prompts="text", max_tokens=128, repeats=1, threads="2", temp="0", peer=False,
+    ),
+    # The committed sample report docs/bench/ (run from the repository root): every configuration of
+    # the README's table at temperatures 0 and 1, then `core` appended to REPORT.md.
+    "report": dict(
+        configs=("ar,ngram:token,ngram:block,self:token,self:block,nanospec:block,nanospec:k16:block,"
+                 "frspec32768:block,ssd:block,ssd:ns:k16:block,ssd:ns:k16:f1:fast:g3"),
+        prompts="text,edit,code,chat", n_prompts=2, max_tokens=48, draft_max="4", threads="2", temp="0,1",
+        json="docs/bench/bench.json", csv="docs/bench/bench.csv", plot="docs/bench/bench.png",
+        markdown="docs/bench/REPORT.md", then_core=True,
+    ),
+}
+
+
+def describe() -> str:
+    """One line per preset: its name and configurations."""
+    return "\n".join(f"{name}: {p['configs']}" for name, p in PRESETS.items())
