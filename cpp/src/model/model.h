@@ -1,4 +1,4 @@
-// A decoder-only transformer loaded from GGUF (families llama, qwen2, gemma3), its KV cache, and the
+// A decoder-only transformer loaded from GGUF (families llama, qwen2, qwen3, gemma3), its KV cache, and the
 // evaluator that runs the forward pass on a backend.
 //
 // The model is immutable after load and may be shared by several evaluators (the target and a
@@ -34,6 +34,12 @@ public:
     const weight_view& token_embd() const { return token_embd_; }
     const weight_view& output() const { return output_; }  // the LM head (token_embd when tied)
     const std::vector<float>& output_norm() const { return output_norm_; }
+    // RoPE frequencies of a layer kind (sliding-window layers: the local base, never scaled).
+    rope_freqs rope(bool swa) const { return {swa ? rope_inv_freq_local_.data() : rope_inv_freq_.data(), swa ? 1.0f : rope_mscale_}; }
+    // Keeps only ids [0, n) of the embedding and the head (n <= n_vocab): a draft model whose vocabulary
+    // extends past its target's never proposes the target's missing ids (model/vocab_compat.h).
+    // Call before any evaluator uses the model.
+    void restrict_vocab(int n);
     // Bytes of weights read by one decode step (layers + head), for bandwidth reporting.
     size_t bytes_per_token() const;
 
@@ -43,6 +49,8 @@ private:
     std::vector<layer_weights> layers_;
     weight_view token_embd_, output_;
     std::vector<float> output_norm_;
+    std::vector<float> rope_inv_freq_, rope_inv_freq_local_;
+    float rope_mscale_ = 1.0f;
 };
 
 // Keys and values of every layer for one sequence: [n_ctx, n_head_kv * head_dim] floats per layer,

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
+#include "model/vocab_compat.h"
 #include "spec/drafters.h"
 #include "spec/frspec_table.h"
 #include "spec/nanospec_vocab.h"
@@ -125,7 +126,7 @@ public:
     model_drafter_owner(const generator_params& params, const model& target, const tokenizer& target_tok, backend& be)
         : file_(std::make_shared<gguf_file>(params.draft)), model_(file_), cache_(model_.hp(), params.n_ctx) {
         tokenizer draft_tok(*file_);
-        check_same_vocabulary(target, target_tok, draft_tok);
+        check_draft_vocabulary(target, target_tok, model_, draft_tok, "draft model " + file_->path());
         inner_ = std::make_unique<neural_drafter>("model", model_, cache_, be, model_.hp().n_layer, false,
                                                   make_draft_vocab(params, model_));
     }
@@ -138,17 +139,6 @@ public:
     nanospec_vocab* vocab() override { return inner_->vocab(); }
 
 private:
-    void check_same_vocabulary(const model& target, const tokenizer& a, const tokenizer& b) {
-        const std::string where = "draft model " + file_->path();
-        if (model_.hp().n_vocab != target.hp().n_vocab || a.n_vocab() != b.n_vocab())
-            throw model_load_error(where + ": vocabulary of " + std::to_string(b.n_vocab()) + " tokens differs from the target's " +
-                                   std::to_string(a.n_vocab()));
-        for (int32_t id = 0; id < a.n_vocab(); ++id)
-            if (a.token_text(id) != b.token_text(id))
-                throw model_load_error(where + ": token " + std::to_string(id) + " is '" + b.token_text(id) +
-                                       "' but the target's is '" + a.token_text(id) + "' (different tokenizers)");
-    }
-
     std::shared_ptr<const gguf_file> file_;
     model model_;
     kv_cache cache_;

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
+#include "model/vocab_compat.h"
 #include "spec/drafters.h"
 #include "spec/nanospec_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -118,13 +119,7 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
         draft_file_ = std::make_shared<gguf_file>(params_.draft);
         draft_model_ = std::make_unique<model>(draft_file_);
         tokenizer draft_tok(*draft_file_);
-        const std::string where = "draft model " + params_.draft;
-        if (draft_model_->hp().n_vocab != target.hp().n_vocab || draft_tok.n_vocab() != tok.n_vocab())
-            throw model_load_error(where + ": vocabulary of " + std::to_string(draft_tok.n_vocab()) +
-                                   " tokens differs from the target's " + std::to_string(tok.n_vocab()));
-        for (int32_t id = 0; id < tok.n_vocab(); ++id)
-            if (tok.token_text(id) != draft_tok.token_text(id))
-                throw model_load_error(where + ": token " + std::to_string(id) + " differs from the target's");
+        check_draft_vocabulary(target, tok, *draft_model_, draft_tok, "draft model " + params_.draft);
         m_ = draft_model_.get();
         n_layers_ = m_->hp().n_layer;
     } else {
