@@ -414,6 +414,37 @@ def test_converter_metadata_for_llamacpp(root, tok_json):
     assert "blk.0.attn_q_norm.weight" in {t.name for t in r.tensors}
 
 
+@pytest.mark.parametrize("name", [f.name for f in FAMILIES])
+def test_converter_writes_llamacpp_layout(root, tok_json, name):
+    """specgen-convert's f32 file has exactly the tensors of the llama.cpp-layout file (names, shapes, values) and
+    the same values for every architecture key that file has."""
+    ours = gguf.GGUFReader(converted_file(root, tok_json, name, "f32"))
+    ref = gguf.GGUFReader(llamacpp_file(root, tok_json, name))
+    ours_t = {t.name: t for t in ours.tensors}
+    ref_t = {t.name: t for t in ref.tensors}
+    assert sorted(ours_t) == sorted(ref_t)
+    for n, t in ref_t.items():
+        assert list(ours_t[n].shape) == list(t.shape), n
+        np.testing.assert_allclose(np.asarray(ours_t[n].data), np.asarray(t.data), rtol=1e-6, atol=1e-7, err_msg=n)
+    arch = BY_NAME[name].arch
+    for key, field in ref.fields.items():
+        if key.startswith(arch + "."):
+            assert key in ours.fields, key
+            assert ours.fields[key].contents() == pytest.approx(field.contents()), key
+
+
+@pytest.mark.parametrize("name", ["mistral"])
+def test_transformers_reads_converted_file_back(root, tok_json, name):
+    """transformers' own GGUF loader (an independent reader of llama.cpp's conventions) gets the same model.
+    Only for the family it reads completely: it ignores qwen3's attention.key_length, rope_freqs and the
+    rope.scaling keys (the layout test above checks those against llama.cpp's names instead)."""
+    path = converted_file(root, tok_json, name, "f32")
+    back = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
+                                                             dtype=torch.float32).eval()
+    want = _hf_logits(_checkpoint(root, tok_json, name)[1])
+    assert float(np.max(np.abs(_hf_logits(back) - want))) < F32_MAX_ABS
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Speculative decoding on every family: greedy output == plain output
 # --------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // RoPE frequencies of a model: the base frequencies theta^(-2i/d) of each rotated pair, changed by
 // the file's rope scaling (linear, YaRN) and by Llama 3's per-pair divisors (rope_freqs.weight), and
 // the factor YaRN multiplies cos/sin by. Computed once at load on the host, so every backend rotates
-// with the same float inverse frequencies (docs/ALGORITHMS.md section on RoPE).
+// with the same float inverse frequencies.
 #pragma once
 #include <vector>
 
