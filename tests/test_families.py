@@ -316,6 +316,22 @@ def test_f32_logits_match_transformers(root, tok_json, name, writer):
     assert err < F32_MAX_ABS, f"max |specgen - transformers| = {err:.3g}"
 
 
+def _cuda_devices() -> int:
+    from specgen import _core
+
+    return _core.cuda_device_count()
+
+
+@pytest.mark.skipif(_cuda_devices() == 0, reason="no CUDA device (or specgen built without CUDA)")
+@pytest.mark.parametrize("name", ["llama3", "qwen2-yarn", "gemma3", "qwen3"])
+def test_cuda_rope_scaling_matches_cpu(root, tok_json, name):
+    """The device rotates with the host's inverse frequencies and attention factor: same logits as the CPU."""
+    path = llamacpp_file(root, tok_json, name)
+    with _generator(path) as cpu, specgen.Generator(str(path), n_ctx=96, device="cuda") as gpu:
+        a, b = cpu.logits(TOKENS), gpu.logits(TOKENS)
+    assert float(np.max(np.abs(a - b))) < F32_MAX_ABS
+
+
 def test_rope_scaling_changes_the_logits(root, tok_json):
     """The scaled families are not accidentally run unscaled: dropping the scaling moves the logits by far more
     than the tolerance (so the comparisons above check it)."""
@@ -382,6 +398,35 @@ def test_q4_k_m_logits_close_to_transformers(root, tok_json, name):
     print(f"{name}: q4_k_m relative RMS {same_weights:.4f} (vs fp32 checkpoint {fp32:.4f})")
     assert same_weights < Q4_REL_RMS
     assert fp32 < Q4_REL_RMS_VS_FP32
+
+
+@pytest.mark.parametrize("kind", ["yarn-explicit", "linear"])
+def test_rope_scaling_parameters_through_the_converter(root, tok_json, kind):
+    """YaRN with an explicit attention_factor and beta_fast / beta_slow (rope.scaling.yarn_* keys), and linear
+    scaling on a Llama: specgen-convert's f32 file against transformers past the original context."""
+    if kind == "linear":
+        fam = BY_NAME["mistral"]
+        rp = {"rope_type": "linear", "factor": 4.0, "rope_theta": 10_000.0}
+    else:
+        fam = BY_NAME["qwen2-yarn"]
+        rp = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": ORIG_CTX, "rope_theta": 10_000.0,
+              "attention_factor": 1.3, "beta_fast": 16.0, "beta_slow": 2.0}
+    cfg = fam.config(2)
+    cfg.rope_parameters = rp
+    torch.manual_seed(3)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+    _randomize(model, fam.arch, 3)
+    d = root / f"hf-{kind}"
+    model.save_pretrained(d)
+    (d / "tokenizer.json").write_text(__import__("json").dumps(tok_json))
+    path = conv.convert(d, root / f"{kind}.gguf", "f32", progress=False)
+    if kind != "linear":
+        fields = gguf.GGUFReader(path).fields
+        assert fields["qwen2.rope.scaling.yarn_beta_fast"].contents() == pytest.approx(16.0)
+        assert fields["qwen2.rope.scaling.yarn_beta_slow"].contents() == pytest.approx(2.0)
+    with _generator(path) as g:
+        got = g.logits(TOKENS)
+    assert float(np.max(np.abs(got - _hf_logits(model)))) < F32_MAX_ABS
 
 
 def test_tokenizer_smaller_than_embedding_is_padding(root, tok_json):
