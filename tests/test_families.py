@@ -516,25 +516,39 @@ def test_speculative_greedy_equals_plain(root, tok_json, name):
 # Draft / target vocabulary compatibility
 # --------------------------------------------------------------------------------------------------------------
 
-def test_padded_vocabulary_draft_pair(root, tok_json):
-    """Target with 320 tokens, draft with 384 (64 more [PAD] entries, as Qwen2.5 0.5B vs 7B differ): accepted,
-    the draft never proposes an id the target lacks, greedy output equals plain, also under SSD."""
-    target = llamacpp_file(root, tok_json, "qwen2-yarn")
-    _, small = _checkpoint(root, tok_json, "qwen2-yarn", n_layer=1, seed=5)
+def _grown(model, n_vocab: int):
+    """`model` with n_vocab rows: its own, then random ones (the rows a bigger sibling's padding adds)."""
     big = transformers.AutoModelForCausalLM.from_config(
-        transformers.Qwen2Config(**{**small.config.to_dict(), "vocab_size": 384}), dtype=torch.float32).eval()
-    sd = small.state_dict()
+        type(model.config)(**{**model.config.to_dict(), "vocab_size": n_vocab}), dtype=torch.float32).eval()
+    sd = model.state_dict()
+    g = torch.Generator().manual_seed(n_vocab)
     with torch.no_grad():
         for k, v in big.state_dict().items():
-            v.copy_(sd[k] if v.shape == sd[k].shape else torch.cat([sd[k], 0.06 * torch.randn(64, HIDDEN)]))
-    draft = write_llamacpp_gguf(root / "draft-384.gguf", BY_NAME["qwen2-yarn"], big, tok_json)
-    with _generator(target) as g:
-        plain = g.generate(PROMPT, max_tokens=24, temperature=0).tokens
-    for kw in (dict(draft=str(draft)), dict(draft=str(draft), ssd=True, n_threads_draft=1)):
-        with _generator(target, **kw) as g:
-            assert g.generate(PROMPT, max_tokens=24, temperature=0).tokens == plain
-            r = g.generate(PROMPT, max_tokens=24, temperature=1.0, seed=11, top_k=0, top_p=1, min_p=0)
-            assert all(0 <= t < N_VOCAB for t in r.tokens)
+            extra = 0.06 * torch.randn(n_vocab - sd[k].shape[0], HIDDEN, generator=g) if v.shape != sd[k].shape else None
+            v.copy_(sd[k] if extra is None else torch.cat([sd[k], extra]))
+    return big
+
+
+def test_padded_vocabulary_draft_pair(root, tok_json):
+    """Vocabularies of 320 and 384 tokens (64 more [PAD] entries, as Qwen2.5 0.5B vs 7B differ by 128): accepted
+    both ways. A bigger draft never proposes an id the target lacks; a smaller draft reads the target's extra ids
+    (here in the prompt) as its unknown token. Greedy output equals plain decoding, also under SSD."""
+    fam = BY_NAME["qwen2-yarn"]
+    target_320 = llamacpp_file(root, tok_json, "qwen2-yarn")
+    draft_320 = llamacpp_file(root, tok_json, "qwen2-yarn", n_layer=1, seed=5)
+    _, small = _checkpoint(root, tok_json, "qwen2-yarn", n_layer=1, seed=5)
+    draft_384 = write_llamacpp_gguf(root / "draft-384.gguf", fam, _grown(small, 384), tok_json)
+    target_384 = write_llamacpp_gguf(root / "target-384.gguf", fam,
+                                     _grown(_checkpoint(root, tok_json, "qwen2-yarn")[1], 384), tok_json)
+    for target, draft, n_vocab, prompt in ((target_320, draft_384, 320, PROMPT),
+                                           (target_384, draft_320, 384, PROMPT[:5] + [350, 383] + PROMPT[5:])):
+        with _generator(target) as g:
+            plain = g.generate(prompt, max_tokens=24, temperature=0).tokens
+        for kw in (dict(draft=str(draft)), dict(draft=str(draft), ssd=True, n_threads_draft=1)):
+            with _generator(target, **kw) as g:
+                assert g.generate(prompt, max_tokens=24, temperature=0).tokens == plain, (n_vocab, kw)
+                r = g.generate(prompt, max_tokens=24, temperature=1.0, seed=11, top_k=0, top_p=1, min_p=0)
+                assert all(0 <= t < n_vocab for t in r.tokens)
 
 
 def test_mismatched_draft_pair_names_the_first_differing_id(root, tok_json):

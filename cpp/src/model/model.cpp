@@ -159,6 +159,12 @@ model::model(std::shared_ptr<const gguf_file> file) : file_(std::move(file)), hp
     rope_mscale_ = rope_mscale(hp_.rope_scale);
 }
 
+void model::set_missing_token_row(int32_t id) {
+    if (id < -1 || id >= token_embd_.n_rows)
+        throw invalid_argument_error("missing-token row " + std::to_string(id) + " outside the embedding");
+    missing_token_row_ = id;
+}
+
 void model::restrict_vocab(int n) {
     if (n <= 0 || n > hp_.n_vocab)
         throw invalid_argument_error("restrict_vocab(" + std::to_string(n) + ") outside [1, " + std::to_string(hp_.n_vocab) + "]");
@@ -251,6 +257,12 @@ void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0,
     // Model constants (norm weights, biases) are host vectors; be_.constant() gives the backend's copy.
     auto constant = [&](const std::vector<float>& host) { return be_.constant(host.data(), int64_t(host.size())); };
     float* x = x_.data();
+    if (m_.missing_token_row() >= 0) {
+        ids_.assign(tokens, tokens + n);
+        for (int32_t& id : ids_)
+            if (id >= m_.token_embd().n_rows) id = m_.missing_token_row();
+        tokens = ids_.data();
+    }
     be_.get_rows(m_.token_embd(), tokens, n, x);
     if (hp.embd_scale != 1.0f) be_.scale(x, hp.embd_scale, int64_t(n) * E, x);
 

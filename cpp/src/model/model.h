@@ -40,6 +40,11 @@ public:
     // extends past its target's never proposes the target's missing ids (model/vocab_compat.h).
     // Call before any evaluator uses the model.
     void restrict_vocab(int n);
+    // Ids the embedding has no row for are embedded as row `id` instead (-1: they are an error). A draft
+    // model whose vocabulary is a few tokens short of its target's still reads every target token: its
+    // guess is worse there, which costs acceptance, never correctness. Call before any evaluator runs.
+    void set_missing_token_row(int32_t id);
+    int32_t missing_token_row() const { return missing_token_row_; }
     // Bytes of weights read by one decode step (layers + head), for bandwidth reporting.
     size_t bytes_per_token() const;
 
@@ -51,6 +56,7 @@ private:
     std::vector<float> output_norm_;
     std::vector<float> rope_inv_freq_, rope_inv_freq_local_;
     float rope_mscale_ = 1.0f;
+    int32_t missing_token_row_ = -1;
 };
 
 // Keys and values of every layer for one sequence: [n_ctx, n_head_kv * head_dim] floats per layer,
@@ -117,6 +123,7 @@ private:
     // Scratch in backend memory.
     backend_buffer<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, out_norm_, logits_;
     std::vector<int32_t> pos_;  // host: index arrays stay on the host
+    std::vector<int32_t> ids_;  // host: tokens with missing rows replaced (model::set_missing_token_row)
 };
 
 }  // namespace specgen

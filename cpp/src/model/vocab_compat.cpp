@@ -28,6 +28,9 @@ void check_draft_vocabulary(const model& target, const tokenizer& target_tok, mo
             fail("token " + std::to_string(id) + " is '" + draft_tok.token_text(id) + "' but the target's is '" +
                  target_tok.token_text(id) + "' (different tokenizers)");
     if (draft.hp().n_vocab > target.hp().n_vocab) draft.restrict_vocab(target.hp().n_vocab);
+    // The target's extra ids (padding, added tokens) can still reach the draft through the history.
+    if (draft.hp().n_vocab < target.hp().n_vocab)
+        draft.set_missing_token_row(draft_tok.unk_id() >= 0 && draft_tok.unk_id() < draft.hp().n_vocab ? draft_tok.unk_id() : 0);
 }
 
 }  // namespace specgen

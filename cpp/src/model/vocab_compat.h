@@ -14,7 +14,8 @@ class tokenizer;
 // kFirstCheckedId on (llama.cpp's rule; the first ids are special placeholders some sizes of a family
 // spell differently). Otherwise throws model_load_error naming `where` and the first differing id.
 // On success restricts the draft model to the ids the target has (model::restrict_vocab), so it never
-// proposes an id outside the target's vocabulary.
+// proposes an id outside the target's vocabulary; a draft with fewer ids embeds the target's extra ones
+// as its unknown token (model::set_missing_token_row).
 constexpr int kMaxVocabSizeDifference = 128;
 constexpr int kFirstCheckedId = 5;
 void check_draft_vocabulary(const model& target, const tokenizer& target_tok, model& draft, const tokenizer& draft_tok,
