@@ -220,3 +220,12 @@ def test_unknown_pre_tokenizer_is_refused(tmp_path):
     _write_gguf(ref, "chameleon", path)
     with pytest.raises(ModelLoadError, match="chameleon"):
         Tokenizer(path)
+
+
+@pytest.mark.parametrize("pre", PRES)
+def test_converter_names_the_pre_tokenizer(pre):
+    """specgen-convert reads the pre-tokenizer of a tokenizer.json and writes llama.cpp's name for it."""
+    from specgen import convert as conv
+
+    spec = json.loads(_train(pre).to_str())
+    assert conv._pre_tokenizer_name(spec["pre_tokenizer"]) == pre

@@ -449,6 +449,9 @@ _PRE_BY_REGEX = {
         "llama-bpe",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
         "qwen2",
+    # Qwen3.5: qwen2's rule with combining marks joined to letters
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
+        "qwen35",
 }
 
 
@@ -522,6 +525,27 @@ def _spm_vocab(model_dir: Path, spm_path: Path) -> _Vocab:
     return _Vocab("llama", "default", tokens, types, scores=scores, add_space_prefix=add_space_prefix)
 
 
+def _pre_tokenizer_name(pt: dict[str, Any]) -> str:
+    """llama.cpp's tokenizer.ggml.pre for a tokenizer.json pre_tokenizer: one known Split regex, or the regex
+    sequences of the deepseek pair, or starcoder's Digits + ByteLevel; "default" when unrecognized."""
+    parts = pt.get("pretokenizers", [pt]) if pt.get("type") == "Sequence" else [pt]
+    splits = [(p.get("pattern") or {}).get("Regex") for p in parts if p.get("type") == "Split"]
+    digits = [p for p in parts if p.get("type") == "Digits"]
+    byte_regex = any(p.get("type") == "ByteLevel" and p.get("use_regex", True) for p in parts)
+    if len(splits) == 1 and splits[0] in _PRE_BY_REGEX:
+        return _PRE_BY_REGEX[splits[0]]
+    if len(splits) >= 3 and splits[0] in ("[\r\n]", "[\\r\\n]"):
+        if splits[1] == "\\s?\\p{L}+" and splits[2] == "\\s?\\p{P}+":
+            return "deepseek-coder"
+        if splits[1].startswith("\\s?[A-Za-z"):
+            return "deepseek-llm"
+    if not splits and byte_regex and digits and digits[0].get("individual_digits"):
+        return "starcoder"
+    if not splits and byte_regex:
+        return "gpt-2"
+    return "default"
+
+
 def _bpe_vocab(model_dir: Path, tj: dict[str, Any]) -> _Vocab:
     import gguf  # noqa: PLC0415
 
@@ -545,15 +569,7 @@ def _bpe_vocab(model_dir: Path, tj: dict[str, Any]) -> _Vocab:
     merges = tj["model"].get("merges") or []
     merges = [m if isinstance(m, str) else " ".join(m) for m in merges]
 
-    pre = "default"
-    pt = tj.get("pre_tokenizer") or {}
-    parts = pt.get("pretokenizers", [pt]) if pt.get("type") == "Sequence" else [pt]
-    for p in parts:
-        if p.get("type") == "Split":
-            regex = (p.get("pattern") or {}).get("Regex")
-            pre = _PRE_BY_REGEX.get(regex, pre)
-        elif p.get("type") == "ByteLevel" and p.get("use_regex", True) and pre == "default":
-            pre = "gpt-2"
+    pre = _pre_tokenizer_name(tj.get("pre_tokenizer") or {})
     if pre == "default":
         print(f"specgen-convert: warning: unrecognized BPE pre-tokenizer in {model_dir / 'tokenizer.json'}; "
               "writing tokenizer.ggml.pre = 'default'", file=sys.stderr)
