@@ -106,11 +106,13 @@ public:
         cuda::rms_norm(x, w, n_rows, n, eps, y, stream_);
     }
 
-    void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, float freq_base,
+    void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, const rope_freqs& freqs,
               rope_style style) override {
         if (n_tokens <= 0) return;
         select();
-        cuda::rope(x, n_tokens, n_heads, head_dim, indices(pos_, pos, size_t(n_tokens)), freq_base, style, stream_);
+        const float* inv_freq = constant(freqs.inv_freq, head_dim / 2);
+        cuda::rope(x, n_tokens, n_heads, head_dim, indices(pos_, pos, size_t(n_tokens)), inv_freq, freqs.mscale, style,
+                   stream_);
     }
 
     void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens, const int32_t* pos,

@@ -51,8 +51,8 @@ void get_rows(ggml_type type, const void* W, size_t row_bytes, int64_t n_cols, c
               cudaStream_t stream);
 // rms_norm.cu, rope.cu, attention.cu, elementwise.cu: the backend ops of the same names.
 void rms_norm(const float* x, const float* w, int n_rows, int n, float eps, float* y, cudaStream_t stream);
-void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, float freq_base, rope_style style,
-          cudaStream_t stream);
+void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, const float* inv_freq, float mscale,
+          rope_style style, cudaStream_t stream);
 constexpr int kMaxHeadDim = 512;
 void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens, const int32_t* pos, int n_kv,
                const attention_params& p, float* out, cudaStream_t stream);

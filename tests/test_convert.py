@@ -389,11 +389,11 @@ def test_specgen_logits_match_transformers(converted, checkpoints, arch, outtype
 # --------------------------------------------------------------------------------------------------------------
 
 def _unknown_arch_dir(checkpoints, tmp_path) -> Path:
-    d = tmp_path / "mistral"
+    d = tmp_path / "falcon"
     d.mkdir()
     src = checkpoints["qwen2"][0]
     cfg = json.loads((src / "config.json").read_text())
-    cfg["architectures"] = ["MistralForCausalLM"]
+    cfg["architectures"] = ["FalconForCausalLM"]
     (d / "config.json").write_text(json.dumps(cfg))
     (d / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes())
     return d
@@ -405,7 +405,7 @@ def test_unknown_architecture_is_refused(checkpoints, tmp_path):
         conv.convert(d, tmp_path / "x.gguf", "f16", progress=False)
     assert isinstance(info.value, ModelLoadError) and isinstance(info.value, ValueError)
     msg = str(info.value)
-    assert "MistralForCausalLM" in msg
+    assert "FalconForCausalLM" in msg
     for name in conv.SUPPORTED_ARCHITECTURES:
         assert name in msg
     assert not (tmp_path / "x.gguf").exists()
@@ -415,7 +415,7 @@ def test_cli_unknown_architecture_prints_one_line_and_fails(checkpoints, tmp_pat
     d = _unknown_arch_dir(checkpoints, tmp_path)
     assert conv.main([str(d), "--outfile", str(tmp_path / "x.gguf")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "MistralForCausalLM" in err[0]
+    assert len(err) == 1 and "FalconForCausalLM" in err[0]
 
 
 def test_bad_outtype_is_a_value_error(checkpoints, tmp_path):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates cpp/src/tokenizer/unicode_tables.cpp: the code point classes the byte-level BPE
-pre-tokenizers need (\\p{L}, \\p{N}, \\p{M}, \\s), as sorted, merged ranges.
+pre-tokenizers need (\\p{L}, \\p{N}, \\p{M}, \\p{P}, \\s), as sorted, merged ranges.
 
-Letters/numbers/marks come from unicodedata.category (L*, N*, M*); whitespace is the Unicode
+Letters/numbers/marks/punctuation come from unicodedata.category (L*, N*, M*, P*); whitespace is the Unicode
 White_Space property, which unicodedata does not expose, so its 25 code points are listed here
 (PropList.txt). Run: python tools/gen_unicode_tables.py > cpp/src/tokenizer/unicode_tables.cpp
 """
@@ -12,11 +12,11 @@ import unicodedata
 WHITE_SPACE = [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
                0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
 
-FLAGS = {"L": "cp_letter", "N": "cp_number", "M": "cp_mark"}
+FLAGS = {"L": "cp_letter", "N": "cp_number", "M": "cp_mark", "P": "cp_punct"}
 
 
 def flags_of(cp: int) -> int:
-    f = {"L": 1, "N": 2, "M": 8}.get(unicodedata.category(chr(cp))[0], 0)
+    f = {"L": 1, "N": 2, "M": 8, "P": 16}.get(unicodedata.category(chr(cp))[0], 0)
     if cp in WHITE_SPACE:
         f |= 4
     return f

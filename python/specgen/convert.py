@@ -4,8 +4,10 @@
     python -m specgen.convert HF_DIR --outfile model.gguf
 
 Supported architectures (config.json "architectures"):
-    LlamaForCausalLM                 -> general.architecture = "llama"
-    Qwen2ForCausalLM                 -> "qwen2"
+    LlamaForCausalLM                 -> general.architecture = "llama" (Llama 2 / 3.x, llama3 rope scaling)
+    MistralForCausalLM               -> "llama" (as llama.cpp converts Mistral 7B)
+    Qwen2ForCausalLM                 -> "qwen2" (with linear / YaRN rope scaling)
+    Qwen3ForCausalLM                 -> "qwen3" (dense: per-head q/k RMSNorm, head_dim from the config)
     Gemma3ForCausalLM                -> "gemma3"
     Gemma3ForConditionalGeneration   -> "gemma3" (text tower only; vision tensors are skipped)
 
@@ -15,6 +17,9 @@ What the file holds, in llama.cpp's conventions (the runtime follows the GGUF co
   layer_norm_rms_epsilon, .rope.freq_base, .rope.scaling.* and, for gemma3, .attention.sliding_window.
 - Tensors under llama.cpp's names (token_embd.weight, blk.N.attn_q.weight, ..., output.weight only when the
   LM head is not tied to the embeddings). A weight of HF shape [out, in] is stored as ggml ne = [in, out].
+- RoPE scaling: llama3 as the rope_freqs.weight tensor of per-pair frequency divisors; linear and yarn as
+  {arch}.rope.scaling.type / factor / original_context_length, and for yarn an explicit attention_factor
+  or beta_fast / beta_slow as rope.scaling.yarn_attn_factor / yarn_beta_fast / yarn_beta_slow.
 - llama: the q/k projection rows are permuted from HF's half-split ("rotate_half", NeoX) RoPE layout back to
   the interleaved layout of the original checkpoints, because GGUF llama uses interleaved (GPT-J style,
   adjacent pairs) RoPE. qwen2 and gemma3 are NOT permuted: llama.cpp runs them with NeoX RoPE.
@@ -29,6 +34,8 @@ Tensor types for each --outtype (1-D tensors, i.e. norms and biases, are always 
     q8_0             every matrix Q8_0 (gguf.quants, bit-identical to ggml's reference quantizer)
     q4_k, q6_k       every matrix in that K-quant (specgen's native quantizer); under q4_k the output projection
                      (output.weight, or token_embd.weight when tied) is Q6_K, as llama-quantize does.
+    q4_k_m           llama-quantize's Q4_K_M mix: q4_k, with attn_v and ffn_down Q6_K in the first and last
+                     eighth of the layers and every third layer between.
 Fallback for rows that do not fill whole blocks, as llama.cpp does: a K-quant needs a row length that is a
 multiple of 256, Q8_0 a multiple of 32; a matrix that cannot be quantized falls back to Q8_0 when its rows are a
 multiple of 32, otherwise to F16.
@@ -61,12 +68,14 @@ __all__ = [
 #: HF architecture class name -> GGUF general.architecture.
 SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
     "Gemma3ForCausalLM": "gemma3",
     "Gemma3ForConditionalGeneration": "gemma3",
 }
 
-OUTTYPES = ("f32", "f16", "bf16", "q8_0", "q4_k", "q6_k")
+OUTTYPES = ("f32", "f16", "bf16", "q8_0", "q4_k", "q4_k_m", "q6_k")
 
 # ggml type ids (ggml.h); spelled out so that the native quantizer can be called without gguf's enum.
 _GGML_F32, _GGML_F16, _GGML_Q8_0, _GGML_Q4_K, _GGML_Q6_K, _GGML_BF16 = 0, 1, 8, 12, 14, 30
@@ -168,6 +177,8 @@ _LLAMA_DEFAULTS = {"rms_norm_eps": 1e-6, "rope_theta": 10_000.0, "max_position_e
                    "tie_word_embeddings": False}
 _QWEN2_DEFAULTS = {"rms_norm_eps": 1e-6, "rope_theta": 10_000.0, "max_position_embeddings": 32768,
                    "tie_word_embeddings": False}
+_QWEN3_DEFAULTS = {"rms_norm_eps": 1e-6, "rope_theta": 10_000.0, "max_position_embeddings": 32768,
+                   "tie_word_embeddings": False, "head_dim": 128}
 
 
 @dataclass
@@ -221,7 +232,8 @@ def _read_hparams(model_dir: Path, tensors: dict[str, _StTensor]) -> HParams:
         cfg = dict(cfg.get("text_config") or {})
         if tied_top is not None and "tie_word_embeddings" not in cfg:
             cfg["tie_word_embeddings"] = tied_top
-    defaults = {"llama": _LLAMA_DEFAULTS, "qwen2": _QWEN2_DEFAULTS, "gemma3": _GEMMA3_DEFAULTS}[arch]
+    defaults = {"llama": _LLAMA_DEFAULTS, "qwen2": _QWEN2_DEFAULTS, "qwen3": _QWEN3_DEFAULTS,
+                "gemma3": _GEMMA3_DEFAULTS}[arch]
     for k, v in defaults.items():
         cfg.setdefault(k, v)
 
@@ -294,6 +306,9 @@ _LAYER_MAP_COMMON = {
 _LAYER_MAP = {
     "llama": {**_LAYER_MAP_COMMON, "post_attention_layernorm.weight": "ffn_norm.weight"},
     "qwen2": {**_LAYER_MAP_COMMON, "post_attention_layernorm.weight": "ffn_norm.weight"},
+    "qwen3": {**_LAYER_MAP_COMMON, "post_attention_layernorm.weight": "ffn_norm.weight",
+              "self_attn.q_norm.weight": "attn_q_norm.weight",
+              "self_attn.k_norm.weight": "attn_k_norm.weight"},
     # Gemma 3 has four norms per block: pre/post attention and pre/post FFN ("sandwich" norms).
     "gemma3": {**_LAYER_MAP_COMMON,
                "self_attn.q_norm.weight": "attn_q_norm.weight",
@@ -350,15 +365,23 @@ def _transform(gname: str, w: np.ndarray, hp: HParams) -> np.ndarray:
 # Tensor types and quantization
 # --------------------------------------------------------------------------------------------------------------
 
-def _tensor_type(gname: str, shape: Sequence[int], outtype: str, tied: bool) -> int:
+def _more_bits_layer(il: int, n_layer: int) -> bool:
+    """llama-quantize's Q4_K_M rule for the layers whose attn_v / ffn_down get Q6_K."""
+    return il < n_layer // 8 or il >= 7 * n_layer // 8 or (il - n_layer // 8) % 3 == 2
+
+
+def _tensor_type(gname: str, shape: Sequence[int], outtype: str, tied: bool, n_layer: int = 0) -> int:
     """ggml type for one tensor. shape is the numpy shape; rows are its last dimension."""
     if len(shape) < 2:
         return _GGML_F32
     row = shape[-1]
     want = {"f32": _GGML_F32, "f16": _GGML_F16, "bf16": _GGML_BF16, "q8_0": _GGML_Q8_0,
-            "q4_k": _GGML_Q4_K, "q6_k": _GGML_Q6_K}[outtype]
+            "q4_k": _GGML_Q4_K, "q4_k_m": _GGML_Q4_K, "q6_k": _GGML_Q6_K}[outtype]
     is_output = gname == "output.weight" or (tied and gname == "token_embd.weight")
     if want == _GGML_Q4_K and is_output:
+        want = _GGML_Q6_K
+    m = re.fullmatch(r"blk\.(\d+)\.(attn_v|ffn_down)\.weight", gname)
+    if outtype == "q4_k_m" and m and _more_bits_layer(int(m.group(1)), max(n_layer, 1)):
         want = _GGML_Q6_K
     if want in (_GGML_Q4_K, _GGML_Q6_K) and row % _QK_K != 0:
         want = _GGML_Q8_0
@@ -426,6 +449,9 @@ _PRE_BY_REGEX = {
         "llama-bpe",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
         "qwen2",
+    # Qwen3.5: qwen2's rule with combining marks joined to letters
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
+        "qwen35",
 }
 
 
@@ -499,6 +525,27 @@ def _spm_vocab(model_dir: Path, spm_path: Path) -> _Vocab:
     return _Vocab("llama", "default", tokens, types, scores=scores, add_space_prefix=add_space_prefix)
 
 
+def _pre_tokenizer_name(pt: dict[str, Any]) -> str:
+    """llama.cpp's tokenizer.ggml.pre for a tokenizer.json pre_tokenizer: one known Split regex, or the regex
+    sequences of the deepseek pair, or starcoder's Digits + ByteLevel; "default" when unrecognized."""
+    parts = pt.get("pretokenizers", [pt]) if pt.get("type") == "Sequence" else [pt]
+    splits = [(p.get("pattern") or {}).get("Regex") for p in parts if p.get("type") == "Split"]
+    digits = [p for p in parts if p.get("type") == "Digits"]
+    byte_regex = any(p.get("type") == "ByteLevel" and p.get("use_regex", True) for p in parts)
+    if len(splits) == 1 and splits[0] in _PRE_BY_REGEX:
+        return _PRE_BY_REGEX[splits[0]]
+    if len(splits) >= 3 and splits[0] in ("[\r\n]", "[\\r\\n]"):
+        if splits[1] == "\\s?\\p{L}+" and splits[2] == "\\s?\\p{P}+":
+            return "deepseek-coder"
+        if splits[1].startswith("\\s?[A-Za-z"):
+            return "deepseek-llm"
+    if not splits and byte_regex and digits and digits[0].get("individual_digits"):
+        return "starcoder"
+    if not splits and byte_regex:
+        return "gpt-2"
+    return "default"
+
+
 def _bpe_vocab(model_dir: Path, tj: dict[str, Any]) -> _Vocab:
     import gguf  # noqa: PLC0415
 
@@ -522,15 +569,7 @@ def _bpe_vocab(model_dir: Path, tj: dict[str, Any]) -> _Vocab:
     merges = tj["model"].get("merges") or []
     merges = [m if isinstance(m, str) else " ".join(m) for m in merges]
 
-    pre = "default"
-    pt = tj.get("pre_tokenizer") or {}
-    parts = pt.get("pretokenizers", [pt]) if pt.get("type") == "Sequence" else [pt]
-    for p in parts:
-        if p.get("type") == "Split":
-            regex = (p.get("pattern") or {}).get("Regex")
-            pre = _PRE_BY_REGEX.get(regex, pre)
-        elif p.get("type") == "ByteLevel" and p.get("use_regex", True) and pre == "default":
-            pre = "gpt-2"
+    pre = _pre_tokenizer_name(tj.get("pre_tokenizer") or {})
     if pre == "default":
         print(f"specgen-convert: warning: unrecognized BPE pre-tokenizer in {model_dir / 'tokenizer.json'}; "
               "writing tokenizer.ggml.pre = 'default'", file=sys.stderr)
@@ -605,7 +644,7 @@ def _write_vocab(w: Any, model_dir: Path, hp: HParams, v: _Vocab) -> None:
 # Metadata
 # --------------------------------------------------------------------------------------------------------------
 
-_FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7, "q4_k": 15, "q6_k": 18, "bf16": 32}
+_FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7, "q4_k": 15, "q4_k_m": 15, "q6_k": 18, "bf16": 32}
 
 
 def _write_hparams(w: Any, hp: HParams, outtype: str, name: str) -> None:
@@ -636,10 +675,7 @@ def _write_hparams(w: Any, hp: HParams, outtype: str, name: str) -> None:
             w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
             w.add_rope_scaling_factor(float(s["factor"]))
         elif kind == "yarn":
-            w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-            w.add_rope_scaling_factor(float(s["factor"]))
-            if "original_max_position_embeddings" in s:
-                w.add_rope_scaling_orig_ctx_len(int(s["original_max_position_embeddings"]))
+            _write_yarn(w, hp, s)
         elif kind == "llama3":
             pass  # carried by the rope_freqs.weight tensor, as llama.cpp does
         else:
@@ -660,6 +696,30 @@ def _write_hparams(w: Any, hp: HParams, outtype: str, name: str) -> None:
         w.add_rope_freq_base_swa(float(local.get("rope_theta", cfg.get("rope_local_base_freq", 10_000.0))))
         w.add_float32(gguf.Keys.Attention.SCALE.format(arch=hp.arch),
                       float(cfg["query_pre_attn_scalar"]) ** -0.5)
+
+
+def _write_yarn(w: Any, hp: HParams, s: dict[str, Any]) -> None:
+    """YaRN as llama.cpp's keys hold it. The runtime multiplies cos/sin by yarn_attn_factor * (0.1 ln(factor) + 1)
+    (llama.cpp's rule), so an explicit HF attention_factor is stored divided by that default."""
+    import gguf  # noqa: PLC0415
+
+    orig = int(s.get("original_max_position_embeddings") or hp.n_ctx_train)
+    factor = s.get("factor")
+    factor = float(factor) if factor is not None else hp.n_ctx_train / orig
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(factor)
+    w.add_rope_scaling_orig_ctx_len(orig)
+    if s.get("mscale") or s.get("mscale_all_dim"):
+        raise ModelLoadError("YaRN with mscale / mscale_all_dim (DeepSeek style) is not supported by the converter")
+    if s.get("truncate") is False:
+        raise ModelLoadError("YaRN with truncate=False is not supported by the converter")
+    default = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    if s.get("attention_factor") is not None:
+        w.add_float32(gguf.Keys.Rope.SCALING_YARN_ATTN_FACTOR.format(arch=hp.arch), float(s["attention_factor"]) / default)
+    for key, gkey, dflt in (("beta_fast", gguf.Keys.Rope.SCALING_YARN_BETA_FAST, 32.0),
+                            ("beta_slow", gguf.Keys.Rope.SCALING_YARN_BETA_SLOW, 1.0)):
+        if s.get(key) and float(s[key]) != dflt:
+            w.add_float32(gkey.format(arch=hp.arch), float(s[key]))
 
 
 def _gemma3_layer_types(cfg: dict[str, Any], n_layer: int) -> list[str]:
@@ -751,7 +811,7 @@ def convert(model_dir: str | os.PathLike[str], outfile: str | os.PathLike[str], 
     vocab = _load_vocab(model_dir, hp)
 
     # Fail before writing anything when a K-quant is requested without the native quantizer.
-    types = [_tensor_type(g, shape, outtype, hp.tied) for g, _, shape in plan]
+    types = [_tensor_type(g, shape, outtype, hp.tied, hp.n_layer) for g, _, shape in plan]
     if any(t in (_GGML_Q4_K, _GGML_Q6_K) for t in types):
         _native_quantize_row()
 

@@ -33,6 +33,14 @@ struct weight_view {
 
 enum class rope_style { normal, neox };  // normal: adjacent pairs (llama GGUF); neox: halves
 
+// The frequencies of one RoPE (model/rope_scaling.h): pair i of a head at position p is rotated by
+// angle float(p) * inv_freq[i], and cos/sin are multiplied by mscale (YaRN; 1 otherwise).
+// inv_freq: host memory [head_dim / 2], a model constant (alive and unchanged as long as the backend).
+struct rope_freqs {
+    const float* inv_freq = nullptr;
+    float mscale = 1.0f;
+};
+
 struct attention_params {
     int n_head = 0, n_head_kv = 0, head_dim = 0;
     float scale = 1.0f;
@@ -77,7 +85,7 @@ struct backend {
     virtual void rms_norm(const float* x, const float* w, int n_rows, int n, float eps, float* y) = 0;
     // Rotates each of n_heads heads of x[t] by position pos[t].  x: [n_tokens, n_heads, head_dim]
     virtual void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
-                      float freq_base, rope_style style) = 0;
+                      const rope_freqs& freqs, rope_style style) = 0;
     // Causal attention of n_tokens queries at positions pos[t] over cache rows [0, n_kv).
     //   q: [n_tokens, n_head, head_dim]; k_cache, v_cache: [n_ctx, n_head_kv, head_dim]; out like q
     virtual void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens,

@@ -33,14 +33,13 @@ inline float dot_f32(const float* a, const float* b, int n) {
 // Elementwise work below this size runs on the calling thread: waking the pool costs more.
 constexpr int64_t kElementwiseGrain = 16384;
 
-// RoPE cos/sin of positions [0, n_pos) for one (freq_base, head_dim), grown on demand: rope() runs
-// twice per layer over the same positions, and the table serves every later call too. The values
-// are exactly those rope() computed per call before (Hugging Face's float32 inverse frequency times
-// float32 position, cos/sin in double).
+// RoPE cos/sin of positions [0, n_pos) for one set of frequencies (rope_freqs' contents), grown on
+// demand: rope() runs twice per layer over the same positions, and the table serves every later call
+// too. Values as Hugging Face computes them: float32 inverse frequency times float32 position, cos/sin
+// (here in double, rounded to float) times the float attention factor.
 struct rope_table {
-    float freq_base;
-    int head_dim;
     std::vector<float> inv_freq;  // [half]
+    float mscale;
     std::vector<float> cos, sin;  // [n_pos, half]
     int n_pos = 0;
 };
@@ -48,11 +47,11 @@ struct rope_table {
 // Positions beyond this are computed per call instead of cached (a table row is head_dim floats).
 constexpr int kRopeMaxCached = 1 << 16;
 
-inline void rope_angles(const float* inv_freq, int half, int pos, float* c, float* s) {
+inline void rope_angles(const float* inv_freq, float mscale, int half, int pos, float* c, float* s) {
     for (int i = 0; i < half; ++i) {
         const float angle = float(pos) * inv_freq[i];
-        c[i] = float(std::cos(double(angle)));
-        s[i] = float(std::sin(double(angle)));
+        c[i] = float(std::cos(double(angle))) * mscale;
+        s[i] = float(std::sin(double(angle))) * mscale;
     }
 }
 
@@ -173,10 +172,10 @@ public:
         }
     }
 
-    void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, float freq_base,
+    void rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos, const rope_freqs& freqs,
               rope_style style) override {
         const int half = head_dim / 2;
-        rope_table& tab = rope_table_for(freq_base, head_dim);
+        rope_table& tab = rope_table_for(freqs, half);
         int max_pos = -1;
         for (int t = 0; t < n_tokens; ++t) max_pos = std::max(max_pos, pos[t]);
         if (max_pos >= tab.n_pos && tab.n_pos < kRopeMaxCached) {
@@ -184,7 +183,7 @@ public:
             tab.cos.resize(size_t(n) * half);
             tab.sin.resize(size_t(n) * half);
             for (int p = tab.n_pos; p < n; ++p)
-                rope_angles(tab.inv_freq.data(), half, p, &tab.cos[size_t(p) * half], &tab.sin[size_t(p) * half]);
+                rope_angles(tab.inv_freq.data(), tab.mscale, half, p, &tab.cos[size_t(p) * half], &tab.sin[size_t(p) * half]);
             tab.n_pos = n;
         }
         for (int t = 0; t < n_tokens; ++t) {
@@ -196,7 +195,7 @@ public:
             } else {  // negative, or past kRopeMaxCached
                 cos_.resize(half);
                 sin_.resize(half);
-                rope_angles(tab.inv_freq.data(), half, pos[t], cos_.data(), sin_.data());
+                rope_angles(tab.inv_freq.data(), tab.mscale, half, pos[t], cos_.data(), sin_.data());
                 cs = cos_.data();
                 sn = sin_.data();
             }
@@ -299,16 +298,14 @@ public:
     }
 
 private:
-    rope_table& rope_table_for(float freq_base, int head_dim) {
+    // Found by contents, not by pointer: a model freed and another loaded at the same address must not
+    // reuse stale angles.
+    rope_table& rope_table_for(const rope_freqs& f, int half) {
         for (rope_table& t : rope_tables_)
-            if (t.freq_base == freq_base && t.head_dim == head_dim) return t;
-        rope_table t{freq_base, head_dim, {}, {}, {}, 0};
-        const int half = head_dim / 2;
-        t.inv_freq.resize(half);
-        // As Hugging Face computes it: float32 inverse frequency (times float32 position).
-        for (int i = 0; i < half; ++i)
-            t.inv_freq[i] = float(1.0 / std::pow(double(freq_base), double(2 * i) / head_dim));
-        rope_tables_.push_back(std::move(t));
+            if (t.mscale == f.mscale && int(t.inv_freq.size()) == half &&
+                std::memcmp(t.inv_freq.data(), f.inv_freq, sizeof(float) * half) == 0)
+                return t;
+        rope_tables_.push_back(rope_table{std::vector<float>(f.inv_freq, f.inv_freq + half), f.mscale, {}, {}, 0});
         return rope_tables_.back();
     }
 
@@ -340,7 +337,7 @@ private:
     std::vector<const void*> xq_of_mat_;    // matmul_shared_input scratch
     std::vector<int64_t> group_end_;        // matmul_shared_input: cumulative 16-row groups per matrix
     std::vector<float> cos_, sin_;          // rope() of positions outside the table
-    std::vector<rope_table> rope_tables_;   // one per (freq_base, head_dim)
+    std::vector<rope_table> rope_tables_;   // one per set of frequencies
 };
 
 }  // namespace

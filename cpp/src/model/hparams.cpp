@@ -11,6 +11,7 @@ const char* model_arch_name(model_arch a) {
     switch (a) {
         case model_arch::llama: return "llama";
         case model_arch::qwen2: return "qwen2";
+        case model_arch::qwen3: return "qwen3";
         case model_arch::gemma3: return "gemma3";
     }
     return "?";
@@ -26,6 +27,42 @@ int positive_int(const gguf_file& f, const std::string& key, int64_t max_value) 
                                           std::to_string(max_value) + "]");
     return int(v);
 }
+float finite_float(const gguf_file& f, const std::string& key, double def, double min_value) {
+    const double v = f.get_float(key, def);
+    check(f, std::isfinite(v) && v >= min_value, "metadata '" + key + "' = " + std::to_string(v) + " is invalid (must be >= " +
+                                                      std::to_string(min_value) + ")");
+    return float(v);
+}
+
+// {arch}.rope.scaling.* as llama.cpp's converter writes them. Llama 3's scaling is not here: it is the
+// rope_freqs.weight tensor (model.cpp).
+void read_rope_scaling(const gguf_file& f, const std::string& p, hparams& hp) {
+    rope_scaling& s = hp.rope_scale;
+    const std::string type = f.get_string(p + "rope.scaling.type", "none");
+    if (type == "none") s.type = rope_scaling_type::none;
+    else if (type == "linear") s.type = rope_scaling_type::linear;
+    else if (type == "yarn") s.type = rope_scaling_type::yarn;
+    else
+        throw not_implemented_error("GGUF " + f.path() + ": rope scaling '" + type +
+                                    "' is not supported (supported: none, linear, yarn)");
+    // Older files give the linear factor as rope.scale_linear.
+    const double linear = f.get_float(p + "rope.scale_linear", 1.0);
+    if (s.type == rope_scaling_type::none && f.has(p + "rope.scale_linear") && linear != 1.0) s.type = rope_scaling_type::linear;
+    if (s.type == rope_scaling_type::none) return;
+    s.factor = finite_float(f, p + "rope.scaling.factor", linear, 0.0);
+    check(f, s.factor > 0, "metadata '" + p + "rope.scaling.factor' must be positive");
+    if (s.type != rope_scaling_type::yarn) return;
+    s.orig_ctx = int(f.get_int(p + "rope.scaling.original_context_length", hp.n_ctx_train));
+    check(f, s.orig_ctx > 0, "metadata '" + p + "rope.scaling.original_context_length' must be positive");
+    // yarn_attn_factor is llama.cpp's newer spelling of attn_factor; either multiplies YaRN's mscale.
+    s.attn_factor = finite_float(f, p + "rope.scaling.yarn_attn_factor",
+                                 f.get_float(p + "rope.scaling.attn_factor", 1.0), 0.0);
+    s.ext_factor = finite_float(f, p + "rope.scaling.yarn_ext_factor", 1.0, 0.0);
+    s.beta_fast = finite_float(f, p + "rope.scaling.yarn_beta_fast", 32.0, 0.0);
+    s.beta_slow = finite_float(f, p + "rope.scaling.yarn_beta_slow", 1.0, 0.0);
+    check(f, s.beta_fast > 0 && s.beta_slow > 0, "YaRN beta_fast / beta_slow must be positive");
+}
+
 }  // namespace
 
 hparams read_hparams(const gguf_file& f) {
@@ -33,10 +70,11 @@ hparams read_hparams(const gguf_file& f) {
     const std::string arch = f.get_string("general.architecture");
     if (arch == "llama") hp.arch = model_arch::llama;
     else if (arch == "qwen2") hp.arch = model_arch::qwen2;
+    else if (arch == "qwen3") hp.arch = model_arch::qwen3;
     else if (arch == "gemma3") hp.arch = model_arch::gemma3;
     else
         throw model_load_error("GGUF " + f.path() + ": unsupported architecture '" + arch +
-                               "' (supported: llama, qwen2, gemma3)");
+                               "' (supported: llama, qwen2, qwen3, gemma3)");
     const std::string p = arch + ".";
     hp.n_embd = positive_int(f, p + "embedding_length", 1 << 16);
     hp.n_layer = positive_int(f, p + "block_count", 1024);
@@ -63,6 +101,12 @@ hparams read_hparams(const gguf_file& f) {
         case model_arch::qwen2:
             hp.rope = rope_style::neox;
             hp.qkv_bias = true;
+            break;
+        case model_arch::qwen3:
+            // Qwen3: RMSNorm of each q and k head before RoPE, no qkv bias; head_dim is key_length
+            // (128 for every size, independent of n_embd / n_head).
+            hp.rope = rope_style::neox;
+            hp.qk_norm = true;
             break;
         case model_arch::gemma3: {
             hp.rope = rope_style::neox;
@@ -101,13 +145,14 @@ hparams read_hparams(const gguf_file& f) {
         hp.attn_scale = 1.0f / std::sqrt(float(s));
     }
     check(f, std::isfinite(hp.attn_scale) && hp.attn_scale > 0, "invalid attention.scale");
-    // Llama 3 style frequency scaling lives in a rope_freqs tensor that this forward does not apply
-    // yet: refuse rather than generate from wrong positions.
-    if (f.find_tensor("rope_freqs.weight"))
-        throw not_implemented_error("GGUF " + f.path() + ": rope_freqs.weight (Llama 3 rope scaling) is not supported yet");
-    if (f.has(p + "rope.scaling.type") && f.get_string(p + "rope.scaling.type") != "none")
-        throw not_implemented_error("GGUF " + f.path() + ": rope scaling '" + f.get_string(p + "rope.scaling.type") +
-                                    "' is not supported yet");
+    if (f.has(p + "rope.dimension_count")) {
+        const int64_t n_rot = f.get_int(p + "rope.dimension_count");
+        if (n_rot != hp.head_dim)
+            throw not_implemented_error("GGUF " + f.path() + ": partial rotary embedding (rope.dimension_count " +
+                                        std::to_string(n_rot) + " of head_dim " + std::to_string(hp.head_dim) +
+                                        ") is not supported");
+    }
+    read_rope_scaling(f, p, hp);
     return hp;
 }
 

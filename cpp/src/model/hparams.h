@@ -5,12 +5,13 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/rope_scaling.h"
 
 namespace specgen {
 
 class gguf_file;
 
-enum class model_arch { llama, qwen2, gemma3 };
+enum class model_arch { llama, qwen2, qwen3, gemma3 };
 const char* model_arch_name(model_arch a);
 
 struct hparams {
@@ -27,13 +28,14 @@ struct hparams {
     float rope_base = 10000.0f;
     float rope_base_local = 10000.0f;  // sliding-window layers (Gemma 3)
     rope_style rope = rope_style::normal;
+    rope_scaling rope_scale;           // full-attention layers (Gemma 3's sliding layers never scale)
     int sliding_window = 0;            // 0: none
     std::vector<bool> layer_is_swa;    // per layer: uses the sliding window and the local rope base
     float attn_scale = 1.0f;           // multiplies q.k
     float final_softcap = 0.0f;        // logit soft-capping (0: none)
     float embd_scale = 1.0f;           // Gemma multiplies embeddings by sqrt(n_embd)
     bool gelu = false;                 // GeGLU (Gemma) instead of SwiGLU
-    bool qk_norm = false;              // per-head RMSNorm of q and k (Gemma 3)
+    bool qk_norm = false;              // per-head RMSNorm of q and k (Gemma 3, Qwen3)
     bool post_norms = false;           // RMSNorm after attention and after the FFN (Gemma 2/3)
     bool qkv_bias = false;             // Qwen2
     bool tied_output = false;          // LM head shares token_embd

@@ -12,6 +12,8 @@ namespace specgen {
 
 namespace {
 
+constexpr int kVocabPadMultiple = 64;
+
 [[noreturn]] void bad(const gguf_file& f, const std::string& what) {
     throw model_load_error("GGUF " + f.path() + ": " + what);
 }
@@ -98,10 +100,22 @@ model::model(std::shared_ptr<const gguf_file> file) : file_(std::move(file)), hp
     if (embd.n_dims != 2 || embd.ne[0] != hp_.n_embd)
         bad(f, "tensor token_embd.weight has shape " + shape_str(embd) + ", expected [" + std::to_string(hp_.n_embd) + ", n_vocab]");
     if (embd.ne[1] > (1 << 24)) bad(f, "vocabulary of " + std::to_string(embd.ne[1]) + " tokens is too large");
-    hp_.n_vocab = int(embd.ne[1]);
-    token_embd_ = bind_matrix(f, "token_embd.weight", hp_.n_embd, hp_.n_vocab);
+    const int n_rows = int(embd.ne[1]);
+    token_embd_ = bind_matrix(f, "token_embd.weight", hp_.n_embd, n_rows);
     hp_.tied_output = f.find_tensor("output.weight") == nullptr;
-    output_ = hp_.tied_output ? token_embd_ : bind_matrix(f, "output.weight", hp_.n_embd, hp_.n_vocab);
+    output_ = hp_.tied_output ? token_embd_ : bind_matrix(f, "output.weight", hp_.n_embd, n_rows);
+    // Embedding rows past the tokenizer's tokens are padding when the row count is a round multiple
+    // (checkpoints round their matrices up to 64 / 128 rows): as llama.cpp, the vocabulary is then the
+    // tokenizer's, so padded ids are never embedded nor sampled. Any other difference is a broken file.
+    hp_.n_vocab = n_rows;
+    if (const gguf_value* toks = f.find("tokenizer.ggml.tokens"); toks && toks->array_count > 0 &&
+                                                                  toks->array_count != uint64_t(n_rows)) {
+        if (toks->array_count > uint64_t(n_rows) || n_rows % kVocabPadMultiple != 0)
+            bad(f, "tokenizer has " + std::to_string(toks->array_count) + " tokens but token_embd.weight has " +
+                       std::to_string(n_rows) + " rows (padding rows are accepted only up to a multiple of " +
+                       std::to_string(kVocabPadMultiple) + ")");
+        restrict_vocab(int(toks->array_count));
+    }
     output_norm_ = bind_vector(f, "output_norm.weight", hp_.n_embd);
 
     const int64_t E = hp_.n_embd, Q = int64_t(hp_.n_head) * hp_.head_dim, KV = int64_t(hp_.n_head_kv) * hp_.head_dim;
@@ -132,6 +146,31 @@ model::model(std::shared_ptr<const gguf_file> file) : file_(std::move(file)), hp
             L.v_bias = bind_vector(f, p + "attn_v.bias", KV);
         }
     }
+
+    // Llama 3.x rope scaling: llama.cpp's converter stores per-pair frequency divisors.
+    std::vector<float> freq_factors;
+    if (f.find_tensor("rope_freqs.weight")) {
+        freq_factors = bind_vector(f, "rope_freqs.weight", hp_.head_dim / 2);
+        for (size_t i = 0; i < freq_factors.size(); ++i)
+            if (!(freq_factors[i] > 0)) bad(f, "tensor rope_freqs.weight has a non-positive factor at index " + std::to_string(i));
+    }
+    rope_inv_freq_ = rope_inv_freq(hp_.rope_base, hp_.head_dim, hp_.rope_scale, freq_factors.empty() ? nullptr : freq_factors.data());
+    rope_inv_freq_local_ = rope_inv_freq(hp_.rope_base_local, hp_.head_dim, rope_scaling{}, nullptr);
+    rope_mscale_ = rope_mscale(hp_.rope_scale);
+}
+
+void model::set_missing_token_row(int32_t id) {
+    if (id < -1 || id >= token_embd_.n_rows)
+        throw invalid_argument_error("missing-token row " + std::to_string(id) + " outside the embedding");
+    missing_token_row_ = id;
+}
+
+void model::restrict_vocab(int n) {
+    if (n <= 0 || n > hp_.n_vocab)
+        throw invalid_argument_error("restrict_vocab(" + std::to_string(n) + ") outside [1, " + std::to_string(hp_.n_vocab) + "]");
+    hp_.n_vocab = n;
+    token_embd_.n_rows = n;  // rows are contiguous: the first n rows are a valid matrix
+    output_.n_rows = n;
 }
 
 size_t model::bytes_per_token() const {
@@ -199,6 +238,12 @@ void evaluator::forward_batch(kv_cache& cache, const batch& b, int n_layers) {
     // Model constants (norm weights, biases) are host vectors; be_.constant() gives the backend's copy.
     auto constant = [&](const std::vector<float>& host) { return be_.constant(host.data(), int64_t(host.size())); };
     float* x = x_.data();
+    if (m_.missing_token_row() >= 0) {
+        ids_.assign(tokens, tokens + n);
+        for (int32_t& id : ids_)
+            if (id >= m_.token_embd().n_rows) id = m_.missing_token_row();
+        tokens = ids_.data();
+    }
     be_.get_rows(m_.token_embd(), tokens, n, x);
     if (hp.embd_scale != 1.0f) be_.scale(x, hp.embd_scale, int64_t(n) * E, x);
 
@@ -223,9 +268,8 @@ void evaluator::forward_batch(kv_cache& cache, const batch& b, int n_layers) {
             be_.rms_norm(q_.data(), constant(L.q_norm), n * hp.n_head, D, hp.norm_eps, q_.data());
             be_.rms_norm(k_.data(), constant(L.k_norm), n * hp.n_head_kv, D, hp.norm_eps, k_.data());
         }
-        const float base = swa ? hp.rope_base_local : hp.rope_base;
-        be_.rope(q_.data(), n, hp.n_head, D, pos_.data(), base, hp.rope);
-        be_.rope(k_.data(), n, hp.n_head_kv, D, pos_.data(), base, hp.rope);
+        be_.rope(q_.data(), n, hp.n_head, D, pos_.data(), m_.rope(swa), hp.rope);
+        be_.rope(k_.data(), n, hp.n_head_kv, D, pos_.data(), m_.rope(swa), hp.rope);
 
         attention_params ap;
         ap.n_head = hp.n_head;

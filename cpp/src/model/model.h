@@ -1,5 +1,5 @@
-// A decoder-only transformer loaded from GGUF (families llama, qwen2, gemma3) and the evaluator that
-// runs the forward pass on a backend (the KV cache: kv_cache.h; ragged batches: batch.h).
+// A decoder-only transformer loaded from GGUF (families llama, qwen2, qwen3, gemma3) and the evaluator
+// that runs the forward pass on a backend (the KV cache: kv_cache.h; ragged batches: batch.h).
 //
 // The model is immutable after load and may be shared by several evaluators (the target and a
 // self-drafter on another thread); each evaluator owns its scratch buffers.
@@ -37,6 +37,17 @@ public:
     const weight_view& token_embd() const { return token_embd_; }
     const weight_view& output() const { return output_; }  // the LM head (token_embd when tied)
     const std::vector<float>& output_norm() const { return output_norm_; }
+    // RoPE frequencies of a layer kind (sliding-window layers: the local base, never scaled).
+    rope_freqs rope(bool swa) const { return {swa ? rope_inv_freq_local_.data() : rope_inv_freq_.data(), swa ? 1.0f : rope_mscale_}; }
+    // Keeps only ids [0, n) of the embedding and the head (n <= n_vocab): a draft model whose vocabulary
+    // extends past its target's never proposes the target's missing ids (model/vocab_compat.h).
+    // Call before any evaluator uses the model.
+    void restrict_vocab(int n);
+    // Ids the embedding has no row for are embedded as row `id` instead (-1: they are an error). A draft
+    // model whose vocabulary is a few tokens short of its target's still reads every target token: its
+    // guess is worse there, which costs acceptance, never correctness. Call before any evaluator runs.
+    void set_missing_token_row(int32_t id);
+    int32_t missing_token_row() const { return missing_token_row_; }
     // Bytes of weights read by one decode step (layers + head), for bandwidth reporting.
     size_t bytes_per_token() const;
 
@@ -46,6 +57,9 @@ private:
     std::vector<layer_weights> layers_;
     weight_view token_embd_, output_;
     std::vector<float> output_norm_;
+    std::vector<float> rope_inv_freq_, rope_inv_freq_local_;
+    float rope_mscale_ = 1.0f;
+    int32_t missing_token_row_ = -1;
 };
 
 // Runs the forward pass of a model on a backend. Not thread-safe: one evaluator per thread.
@@ -101,6 +115,7 @@ private:
     batch single_;              // forward()'s one-entry batch
     std::vector<bool> seen_;    // forward_batch: sequences already in the batch
     batch_attention attention_;
+    std::vector<int32_t> ids_;  // host: tokens with missing rows replaced (model::set_missing_token_row)
 };
 
 }  // namespace specgen

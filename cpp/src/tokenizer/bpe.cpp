@@ -6,8 +6,9 @@
 //   3. repeatedly apply the lowest-ranked merge of tokenizer.ggml.merges among adjacent pairs,
 //      leftmost first on ties (a min-heap over candidate pairs, stale entries skipped when popped);
 //   4. emit the symbols' ids.
-// Merges never cross word boundaries. This is GPT-2 BPE as Hugging Face tokenizers runs it
-// (ignore_merges off).
+// Merges never cross word boundaries. This is GPT-2 BPE as Hugging Face tokenizers runs it; with
+// the llama3 pre-tokenizer also its ignore_merges (a word that is a token is emitted whole), as
+// Llama 3's tokenizer.json sets and llama.cpp does for that pre-tokenizer.
 #include <algorithm>
 
 #include "common/error.h"
@@ -23,14 +24,25 @@ namespace {
 
 pretokenizer_kind pretokenizer_for(const std::string& pre, const std::string& path) {
     // Names llama.cpp's converter writes for vocabularies that share each regex.
-    for (const char* n : {"llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx", "falcon3", "pixtral"})
-        if (pre == n) return pretokenizer_kind::llama3;
-    for (const char* n : {"qwen2", "deepseek-r1-qwen"})
-        if (pre == n) return pretokenizer_kind::qwen2;
-    for (const char* n : {"default", "gpt2", "gpt-2"})
-        if (pre == n) return pretokenizer_kind::gpt2;
+    struct entry { const char* name; pretokenizer_kind kind; };
+    static const entry known[] = {
+        {"llama-bpe", pretokenizer_kind::llama3}, {"llama3", pretokenizer_kind::llama3},
+        {"llama-v3", pretokenizer_kind::llama3}, {"smaug-bpe", pretokenizer_kind::llama3},
+        {"dbrx", pretokenizer_kind::llama3}, {"falcon3", pretokenizer_kind::llama3}, {"pixtral", pretokenizer_kind::llama3},
+        {"qwen2", pretokenizer_kind::qwen2}, {"deepseek-r1-qwen", pretokenizer_kind::qwen2},
+        {"qwen35", pretokenizer_kind::qwen35},
+        {"deepseek-llm", pretokenizer_kind::deepseek_llm}, {"deepseek-coder", pretokenizer_kind::deepseek_coder},
+        {"starcoder", pretokenizer_kind::starcoder}, {"refact", pretokenizer_kind::starcoder},
+        {"command-r", pretokenizer_kind::starcoder}, {"smollm", pretokenizer_kind::starcoder},
+        {"codeshell", pretokenizer_kind::starcoder}, {"exaone", pretokenizer_kind::starcoder},
+        {"default", pretokenizer_kind::gpt2}, {"gpt2", pretokenizer_kind::gpt2}, {"gpt-2", pretokenizer_kind::gpt2},
+        {"mpt", pretokenizer_kind::gpt2}, {"olmo", pretokenizer_kind::gpt2}, {"jais", pretokenizer_kind::gpt2},
+    };
+    for (const entry& e : known)
+        if (pre == e.name) return e.kind;
     throw model_load_error(path + ": tokenizer.ggml.pre '" + pre +
-                           "' is not supported (known: llama-bpe/llama3, qwen2, default/gpt2)");
+                           "' is not supported (known: llama-bpe/llama3, qwen2, qwen35, deepseek-llm, deepseek-coder, "
+                           "starcoder/refact/command-r/smollm, default/gpt2/mpt/olmo)");
 }
 
 using merge::symbol;
@@ -59,6 +71,7 @@ uint64_t pair_key(int32_t l, int32_t r) {
 void tokenizer::init_bpe(const gguf_file& f) {
     const size_t n = text_.size();
     pretok_ = pretokenizer_for(pre_, f.path());
+    ignore_merges_ = pretok_ == pretokenizer_kind::llama3;
 
     pieces_ = text_;
     piece_to_id_.reserve(n);
@@ -112,6 +125,7 @@ void tokenizer::encode_bpe(std::string_view frag, std::vector<int32_t>& out) con
 
     std::vector<symbol> sym;
     std::vector<candidate> heap;  // reused across words
+    std::string spelled;          // a word in the byte alphabet (ignore_merges)
     for (const auto& [begin, end] : words) {
         const std::string_view w = frag.substr(begin, end - begin);
         if (w.size() == 1) {
@@ -119,6 +133,15 @@ void tokenizer::encode_bpe(std::string_view frag, std::vector<int32_t>& out) con
             if (id >= 0) out.push_back(id);
             else if (unk_ >= 0) out.push_back(unk_);
             continue;
+        }
+        if (ignore_merges_) {
+            spelled.clear();
+            for (char c : w) utf8_append(spelled, byte_to_unicode(static_cast<uint8_t>(c)));
+            auto it = piece_to_id_.find(spelled);
+            if (it != piece_to_id_.end()) {
+                out.push_back(it->second);
+                continue;
+            }
         }
         sym.clear();
         for (size_t i = 0; i < w.size(); ++i) {

@@ -40,6 +40,11 @@ enum class pretokenizer_kind : uint8_t {
     gpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     llama3,  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
     qwen2,   // as llama3 with \p{N} (one digit per word)
+    qwen35,  // as qwen2 with combining marks joined to letters: [\p{L}\p{M}]+ and [^\s\p{L}\p{M}\p{N}]
+    // Sequences of regexes, each applied to the pieces the previous left (pretokenize.cpp):
+    deepseek_llm,    // [\r\n], \s?[cased letters]+, \s?[ASCII/CJK punctuation]+, \s+$, [CJK]+, \p{N}+
+    deepseek_coder,  // [\r\n], \s?\p{L}+, \s?\p{P}+, [CJK]+, \p{N}
+    starcoder,       // \p{N}, then gpt2 (also refact, command-r, smollm, codeshell, exaone)
 };
 
 class tokenizer {
@@ -129,6 +134,9 @@ private:
 
     // BPE
     pretokenizer_kind pretok_ = pretokenizer_kind::gpt2;
+    // A word that is itself a token is emitted whole, before any merge (Llama 3's tokenizer.json
+    // "ignore_merges": its vocabulary holds words its merges cannot build, e.g. " Việt").
+    bool ignore_merges_ = false;
     int32_t byte_symbol_ids_[256];  // the single-character token spelling each byte, -1 if missing
     struct merge_info { int32_t rank, merged; };
     std::unordered_map<uint64_t, merge_info> merges_;  // (left id << 32 | right id) -> merge

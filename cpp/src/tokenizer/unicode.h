@@ -17,6 +17,7 @@ enum cp_flags : uint8_t {
     cp_number = 2,      // \p{N}
     cp_whitespace = 4,  // \s (Unicode White_Space)
     cp_mark = 8,        // \p{M}
+    cp_punct = 16,      // \p{P}
 };
 
 struct cp_range {

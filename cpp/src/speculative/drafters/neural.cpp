@@ -11,7 +11,7 @@
 #include "gguf/gguf_reader.h"
 #include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
-#include "speculative/vocab_check.h"
+#include "model/vocab_compat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specgen {
@@ -40,7 +40,7 @@ neural_weights load_neural_weights(const generator_params& params, const model& 
     w.file = std::make_shared<gguf_file>(params.draft);
     w.own = std::make_unique<model>(w.file);
     tokenizer draft_tok(*w.file);
-    check_draft_vocabulary("draft model " + w.file->path(), target, target_tok, *w.own, draft_tok);
+    check_draft_vocabulary(target, target_tok, *w.own, draft_tok, "draft model " + w.file->path());
     w.m = w.own.get();
     w.n_layers = w.m->hp().n_layer;
     return w;

@@ -38,7 +38,7 @@ struct neural_weights {
 };
 
 // Loads the drafter of `params` for `target`: "self" checks self_layers (0 = all layers), a path loads
-// the GGUF and checks its vocabulary against the target's (speculative/vocab_check.h). Throws
+// the GGUF and checks its vocabulary against the target's (model/vocab_compat.h). Throws
 // invalid_argument_error for "", "ngram" or a bad self_layers.
 neural_weights load_neural_weights(const generator_params& params, const model& target, const tokenizer& target_tok);
 
