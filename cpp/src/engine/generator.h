@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/logprobs.h"
 #include "engine/params.h"
 #include "engine/stats.h"
 #include "engine/text_stream.h"
@@ -87,6 +88,8 @@ public:
     const std::vector<int32_t>& tokens() const { return generated_; }  // emitted tokens, EOS excluded
     const std::string& text() const { return stream_.text(); }
     const generation_stats& stats() const { return stats_; }
+    // One entry per tokens() entry when generate_params::logprobs >= 0, else empty.
+    const std::vector<token_logprob>& logprobs() const { return logprobs_; }
 
 private:
     friend class generator;
@@ -125,6 +128,8 @@ private:
     int params_topk() const { return gen_->params_.nanospec_topk; }
     std::vector<int32_t> emitted_;     // x_1..x_k, y of the current round
     std::vector<verify_row_stats> row_stats_;
+    logprob_recorder logprob_recorder_;
+    std::vector<token_logprob> logprobs_;
 };
 
 }  // namespace specgen

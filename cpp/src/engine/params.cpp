@@ -42,6 +42,7 @@ void generator_params::validate() const {
 
 void generate_params::validate() const {
     sampling.validate();
+    require(logprobs >= -1 && logprobs <= 1024, "logprobs must be in [-1, 1024] (-1 = off), got " + std::to_string(logprobs));
     for (const auto& s : stop) require(s.size() <= 4096, "stop strings must be at most 4096 bytes");
 }
 
