@@ -11,6 +11,7 @@ import numpy as np
 
 from specgen.errors import InvalidParameterError, ModelLoadError
 from specgen.hub import resolve_model
+from specgen.logprobs import TokenLogprob, from_core
 
 _VERIFY = ("token", "block")
 _DRAFT_KINDS = ("self", "ngram")
@@ -26,12 +27,14 @@ def default_frspec_table() -> str:
 @dataclass
 class GenerationResult:
     """What generate() returns. finish_reason is "stop" (a stop string), "length" (max_tokens or
-    the context is full) or "eos" (the model ended its turn)."""
+    the context is full) or "eos" (the model ended its turn). ``logprobs``: one entry per token
+    when generate() was given ``logprobs=N`` (specgen.logprobs), else None."""
 
     text: str
     tokens: List[int]
     finish_reason: str
     stats: Dict[str, Any] = field(default_factory=dict)
+    logprobs: Optional[List[TokenLogprob]] = None
 
 
 def _check_int(name: str, value: Any, lo: int, hi: Optional[int] = None) -> int:
@@ -292,13 +295,33 @@ class Generator:
         stop: Optional[Union[str, Sequence[str]]] = None,
         seed: Optional[int] = None,
         stream: bool = False,
+        logprobs: Optional[int] = None,
     ) -> Union[GenerationResult, Iterator[str]]:
         """Continues ``prompt`` (text, or token ids used as they are).
 
         temperature 0 is greedy decoding. With ``stream=True`` returns an iterator of text pieces
         (whole UTF-8 characters only); otherwise a GenerationResult. Speculative decoding keeps the
-        output distribution of plain decoding exactly (greedy: the same tokens).
+        output distribution of plain decoding exactly (greedy: the same tokens). ``logprobs=N``
+        records each token's log-probability and its N most probable alternatives
+        (GenerationResult.logprobs; specgen.logprobs says from which distribution).
         """
+        gen, seed = self._start(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                min_p=min_p, repeat_penalty=repeat_penalty, stop=stop, seed=seed, logprobs=logprobs)
+        if stream:
+            return self._stream(gen)
+        try:
+            while not gen.done:
+                gen.step()
+        except BaseException:
+            gen.cancel()
+            raise
+        lp = from_core(gen.logprobs()) if logprobs is not None else None
+        return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, seed), lp)
+
+    def _start(self, prompt, *, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
+               repeat_penalty=1.0, stop=None, seed=None, logprobs=None):
+        """Checks generate()'s parameters and starts the request (prefill): (native generation,
+        seed). specgen.steps drives it step by step for create_completion and the server."""
         from specgen import _core
 
         gp = _core.GenerateParams()
@@ -325,6 +348,7 @@ class Generator:
         if seed is None:
             seed = self.seed if self.seed is not None else secrets.randbits(63)
         gp.seed = _check_int("seed", seed, 0, 2**64 - 1)
+        gp.logprobs = -1 if logprobs is None else _check_int("logprobs", logprobs, 0, 1024)
         if isinstance(prompt, (str, bytes, bytearray)):
             # Control tokens written in the prompt ("<start_of_turn>") are parsed, as chat
             # templates need (llama-cpp-python does the same for completions).
@@ -335,15 +359,7 @@ class Generator:
             raise InvalidParameterError(f"prompt must be a str, bytes or a list of token ids, got {type(prompt).__name__}")
         gen = self._g.start(tokens, gp)
         self._live = gen
-        if stream:
-            return self._stream(gen)
-        try:
-            while not gen.done:
-                gen.step()
-        except BaseException:
-            gen.cancel()
-            raise
-        return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, gp.seed))
+        return gen, gp.seed
 
     def _stream(self, gen) -> Iterator[str]:
         try:
@@ -359,6 +375,20 @@ class Generator:
         stats = gen.stats()
         stats["seed"] = seed
         return stats
+
+    # -- OpenAI-shaped results (as llama-cpp-python's Llama; specgen.openai_compat) ---------------
+    def create_completion(self, prompt: Union[str, Sequence[int]], **kwargs) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """An OpenAI text completion dict (``stream=True``: an iterator of chunk dicts)."""
+        from specgen.openai_compat import create_completion
+
+        return create_completion(self, prompt, **kwargs)
+
+    def create_chat_completion(self, messages: List[Dict[str, Any]], **kwargs) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """An OpenAI chat completion dict, the messages rendered with the model's chat template
+        (``chat_template=`` overrides it; ``stream=True``: an iterator of chunk dicts)."""
+        from specgen.openai_compat import create_chat_completion
+
+        return create_chat_completion(self, messages, **kwargs)
 
     def __call__(self, prompt: Union[str, Sequence[int]], **kwargs) -> Union[GenerationResult, Iterator[str]]:
         return self.generate(prompt, **kwargs)
