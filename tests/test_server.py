@@ -314,3 +314,43 @@ def test_serve_command_line_errors(model_path):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode != 0
         assert needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_full_queue_gets_503_and_no_template_a_clear_400(model_path):
+    # In process (same app as `specgen serve`): one slot, no queue.
+    import asyncio
+
+    from specgen.server.app import create_app
+
+    g = specgen.Generator(model_path, n_threads=2, n_ctx=256)
+    app = create_app(g, n_slots=1, queue_size=0)
+    engine = app.state.specgen.engine
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://specgen.test", timeout=120) as c:
+            busy = asyncio.ensure_future(c.post("/v1/completions", json={"prompt": "Once upon a time", "max_tokens": 48,
+                                                                          "temperature": 0}))
+            for _ in range(2000):
+                if engine.n_admitted == 1:
+                    break
+                await asyncio.sleep(0.005)
+            full = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1})
+            first = await busy
+            chat = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+            metrics = (await c.get("/metrics")).text
+            after = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1, "temperature": 0})
+        return full, first, chat, metrics, after
+
+    try:
+        full, first, chat, metrics, after = asyncio.run(scenario())
+    finally:
+        engine.close()
+        g.close()
+    assert full.status_code == 503 and full.json()["error"]["code"] == "queue_full"
+    assert first.status_code == 200 and first.json()["usage"]["completion_tokens"] == 48
+    assert after.status_code == 200  # the slot came back
+    assert 'specgen:requests_rejected_total{model_name="gemma-3-270m-q4_k_m.gguf"} 1.0' in metrics
+    # The reference GGUF has no tokenizer.chat_template and none was given: a 400 that says so.
+    assert chat.status_code == 400
+    assert "chat_template" in chat.json()["error"]["message"] and "--chat-template" in chat.json()["error"]["message"]
