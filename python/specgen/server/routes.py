@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from typing import Any, AsyncIterator, Dict, List, Optional
 
@@ -167,7 +168,8 @@ async def models(request: Request):
 @router.get("/health")
 async def health(request: Request):
     state = _state(request)
-    return {"status": "ok", "slots": state.engine.n_slots, "requests": state.engine.n_admitted}
+    # pid: which process answered (behind Ray Serve's router, which replica).
+    return {"status": "ok", "slots": state.engine.n_slots, "requests": state.engine.n_admitted, "pid": os.getpid()}
 
 
 @router.get("/metrics")
