@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 from specgen.errors import ContextOverflowError, InvalidParameterError
@@ -22,6 +23,9 @@ _NEG_INF_LOGPROB = -9999.0
 MAX_TOP_LOGPROBS = 20
 
 # Defaults of a field the request leaves out: the SDK's generate() defaults (the server uses the same).
+# Compiled chat templates per Generator and override (a Generator's template never changes).
+_TEMPLATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
 DEFAULTS = dict(temperature=0.8, top_p=0.95, top_k=40, min_p=0.05, repeat_penalty=1.0)
 
 
@@ -227,7 +231,7 @@ class ResponseBuilder:
         return out
 
 
-def _check_unsupported(echo: bool = False, suffix: Optional[str] = None, **named: Any) -> None:
+def check_unsupported(echo: bool = False, suffix: Optional[str] = None, **named: Any) -> None:
     if echo:
         raise InvalidParameterError("echo=True is not supported")
     if suffix:
@@ -294,7 +298,7 @@ def create_completion(
 ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
     """An OpenAI ``text_completion`` dict for ``prompt`` (``stream=True``: an iterator of chunks, the
     last one with finish_reason and usage)."""
-    _check_unsupported(echo=echo, suffix=suffix)
+    check_unsupported(echo=echo, suffix=suffix)
     n_top = completion_logprobs(logprobs)
     params = generation_params(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                                repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
@@ -334,7 +338,7 @@ def create_chat_completion(
     (``chat_template``: a file or a shipped name instead; specgen.chat_template)."""
     from specgen.chat_template import template_for
 
-    _check_unsupported(tools=tools, tool_choice=tool_choice)
+    check_unsupported(tools=tools, tool_choice=None if tool_choice == "none" else tool_choice)
     if response_format and response_format.get("type", "text") != "text":
         raise InvalidParameterError(f"response_format {response_format.get('type')!r} is not supported (only 'text')")
     n_top = chat_logprobs(logprobs, top_logprobs)
@@ -342,10 +346,10 @@ def create_chat_completion(
                                repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
                                presence_penalty=presence_penalty, stop=stop, seed=seed, n=n,
                                logit_bias=logit_bias, logprobs=n_top)
-    template = getattr(generator, "_chat_template_cache", {}).get(chat_template)
+    cache = _TEMPLATES.setdefault(generator, {})
+    template = cache.get(chat_template)
     if template is None:
-        template = template_for(generator, chat_template)
-        generator.__dict__.setdefault("_chat_template_cache", {})[chat_template] = template
+        template = cache[chat_template] = template_for(generator, chat_template)
     tokens = chat_prompt_tokens(generator, template, messages)
     builder = ResponseBuilder(generator, "chat", model or _model_name(generator), n_top)
     return _run(builder, StepStream(generator, tokens, **params), stream)

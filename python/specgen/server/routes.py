@@ -106,10 +106,7 @@ async def completions(body: CompletionRequest, request: Request):
     state = _state(request)
     _check_model(state, body.model)
     try:
-        if body.echo:
-            raise oc.InvalidParameterError("echo=true is not supported")
-        if body.suffix:
-            raise oc.InvalidParameterError("suffix (insertion) is not supported")
+        oc.check_unsupported(echo=bool(body.echo), suffix=body.suffix)
         n_top = oc.completion_logprobs(body.logprobs)
         params = oc.generation_params(
             max_tokens=16 if body.max_tokens is None else body.max_tokens, temperature=body.temperature,
