@@ -29,6 +29,8 @@ long double parse_as(const char* param, const std::string& flag, const std::stri
 std::string usage_text() {
     return R"(usage: specgen [options]
        specgen bench [bench options]     (runs python3 -m specgen.bench)
+       specgen serve [server options]    (OpenAI-compatible server: python3 -m specgen.server;
+                                          pip install "specgen[server]")
 
 Generates a continuation of the prompt with a GGUF model, optionally with speculative decoding,
 streams it to stdout (on a terminal, ending with a newline) and prints timing and acceptance
@@ -215,6 +217,7 @@ options parse_args(int argc, char** argv) {
         auto it = with_value.find(arg);
         if (it == with_value.end()) {
             if (arg == "bench") throw usage_error("'bench' must be the first argument (specgen bench ...)");
+            if (arg == "serve") throw usage_error("'serve' must be the first argument (specgen serve ...)");
             throw usage_error("unknown argument " + quoted(arg) + " (see specgen --help)");
         }
         if (!inline_value) {

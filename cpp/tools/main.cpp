@@ -5,7 +5,8 @@
 // Streams the continuation to stdout as it is generated and prints timing and acceptance statistics
 // to stderr in llama.cpp's style. Every failure is one line `specgen: error: ...` on stderr with exit
 // code 2 (a bad command line) or 1 (anything at run time); nothing escapes main() as an exception.
-// `specgen bench ...` runs the Python benchmark module (python_helper.h).
+// `specgen bench ...` runs the Python benchmark module, `specgen serve ...` the OpenAI-compatible
+// server (python_helper.h).
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -205,6 +206,11 @@ int main(int argc, char** argv) {
         if (argc >= 2 && std::strcmp(argv[1], "bench") == 0) {
             std::string why;
             cli::exec_bench(argc - 2, argv + 2, &why);
+            return fail(why, 1);
+        }
+        if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) {
+            std::string why;
+            cli::exec_serve(argc - 2, argv + 2, &why);
             return fail(why, 1);
         }
         return cli::run(argc, argv);

@@ -103,10 +103,10 @@ std::string python_print_path(const char* code) {
     return out;
 }
 
-void exec_bench(int argc, char** argv, std::string* why) {
+void exec_python_module(const char* module, int argc, char** argv, std::string* why) {
     const std::string py = python_executable();
     std::vector<char*> args;
-    std::string m = "-m", mod = "specgen.bench";
+    std::string m = "-m", mod = module;
     args.push_back(const_cast<char*>(py.c_str()));
     args.push_back(m.data());
     args.push_back(mod.data());
@@ -115,8 +115,12 @@ void exec_bench(int argc, char** argv, std::string* why) {
     std::fflush(stdout);
     std::fflush(stderr);
     ::execvp(args[0], args.data());
-    *why = "cannot run '" + py + " -m specgen.bench': " + std::strerror(errno) +
+    *why = "cannot run '" + py + " -m " + mod + "': " + std::strerror(errno) +
            " (set SPECGEN_PYTHON to the Python that has specgen installed)";
 }
+
+void exec_bench(int argc, char** argv, std::string* why) { exec_python_module("specgen.bench", argc, argv, why); }
+
+void exec_serve(int argc, char** argv, std::string* why) { exec_python_module("specgen.server", argc, argv, why); }
 
 }  // namespace specgen::cli

@@ -1,5 +1,6 @@
 // The parts of the CLI that run Python: locating the default model (the specgen[gemma] extra) and
-// `specgen bench`, which is the Python module specgen.bench.
+// the subcommands that are Python modules: `specgen bench` (specgen.bench) and `specgen serve`
+// (specgen.server, the OpenAI-compatible HTTP server of the specgen[server] extra).
 #pragma once
 #include <string>
 
@@ -25,5 +26,11 @@ std::string python_print_path(const char* code);
 // Replaces this process by `python -m specgen.bench args...`. Returns only on failure, with a
 // one-line reason in *why.
 void exec_bench(int argc, char** argv, std::string* why);
+
+// Replaces this process by `python -m specgen.server args...` (same contract as exec_bench).
+void exec_serve(int argc, char** argv, std::string* why);
+
+// Replaces this process by `python -m module args...` (same contract as exec_bench).
+void exec_python_module(const char* module, int argc, char** argv, std::string* why);
 
 }  // namespace specgen::cli

@@ -9,6 +9,7 @@ import numpy as np
 
 from specgen.errors import InvalidParameterError, ModelLoadError
 from specgen.hub import resolve_model
+from specgen.logprobs import TokenLogprob, from_core
 from specgen.stream import Stream
 
 # Draft kinds accepted as words by ``draft=`` (anything else is a draft model path / Hub reference).
@@ -28,12 +29,14 @@ class GenerationResult:
     """What generate() returns. finish_reason is "stop" (a stop string), "length" (max_tokens or
     the context is full) or "eos" (the model ended its turn). ``stats`` is a GenerationStats: the
     documented field list (docs/DESIGN.md section 7) as attributes, ``to_dict()``, and read-only
-    ``stats["name"]`` access."""
+    ``stats["name"]`` access. ``logprobs``: one entry per token when generate() was given
+    ``logprobs=N`` (specgen.logprobs), else None."""
 
     text: str
     tokens: List[int]
     finish_reason: str
     stats: Any = None
+    logprobs: Optional[List[TokenLogprob]] = None
 
 
 # -- conversion to the engine's parameter structs ------------------------------------------------
@@ -377,6 +380,7 @@ class Generator:
         ignore_eos: bool = False,
         add_bos: bool = True,
         stream: bool = False,
+        logprobs: Optional[int] = None,
     ) -> Union[GenerationResult, Iterator[str]]:
         """Continues ``prompt`` (text, or token ids used as they are).
 
@@ -385,8 +389,32 @@ class Generator:
         ``ignore_eos`` keeps generating past end-of-generation tokens; ``add_bos`` prepends BOS when
         the model asks for it. With ``stream=True`` returns an iterator of text pieces (whole UTF-8
         characters only); otherwise a GenerationResult. Speculative decoding keeps the output
-        distribution of plain decoding exactly (greedy: the same tokens).
+        distribution of plain decoding exactly (greedy: the same tokens). ``logprobs=N`` records each
+        token's log-probability and its N most probable alternatives (GenerationResult.logprobs;
+        specgen.logprobs says from which distribution).
         """
+        # A blocking call is exclusive: calls from other threads wait for it; a stream is superseded
+        # by the next call (engine/generator.h, specgen/stream.py).
+        gen, seed = self._start(prompt, exclusive=not stream, max_tokens=max_tokens, temperature=temperature,
+                                top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                                repeat_last_n=repeat_last_n, stop=stop, seed=seed, ignore_eos=ignore_eos,
+                                add_bos=add_bos, logprobs=logprobs)
+        if stream:
+            return Stream(gen)
+        try:
+            while not gen.done:
+                gen.step()
+        except BaseException:
+            gen.cancel()
+            raise
+        lp = from_core(gen.logprobs()) if logprobs is not None else None
+        return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, seed), lp)
+
+    def _start(self, prompt, *, exclusive: bool, max_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
+               top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
+               stop=None, seed=None, ignore_eos: bool = False, add_bos: bool = True, logprobs=None):
+        """Checks generate()'s parameters and starts the request (prefill): (native generation,
+        seed). specgen.steps drives it step by step for create_completion and the server."""
         from specgen import _core
 
         gp = _core.GenerateParams()
@@ -409,6 +437,7 @@ class Generator:
             raise InvalidParameterError("stop must be a string or a list of strings")
         gp.stop = [self._text(s, "stop string") for s in stop]
         gp.seed = _seed(seed) if seed is not None else (self.seed if self.seed is not None else _core.random_seed())
+        gp.logprobs = -1 if logprobs is None else _check_int("logprobs", logprobs, 0, 1024)
         gp.validate()
         if isinstance(prompt, (str, bytes, bytearray)):
             # Control tokens written in the prompt ("<start_of_turn>") are parsed, as chat
@@ -418,25 +447,29 @@ class Generator:
             tokens = self._token_ids(prompt, "prompt")
         else:
             raise InvalidParameterError(f"prompt must be a str, bytes or a list of token ids, got {type(prompt).__name__}")
-        # A blocking call is exclusive: calls from other threads wait for it; a stream is superseded
-        # by the next call (engine/generator.h, specgen/stream.py).
-        gen = self._g.start(tokens, gp, not stream)
+        gen = self._g.start(tokens, gp, exclusive)
         self._live = gen
-        if stream:
-            return Stream(gen)
-        try:
-            while not gen.done:
-                gen.step()
-        except BaseException:
-            gen.cancel()
-            raise
-        return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, gp.seed))
+        return gen, gp.seed
 
     @staticmethod
     def _stats(gen, seed: int) -> "GenerationStats":
         stats = gen.stats()
         stats.seed = seed
         return stats
+
+    # -- OpenAI-shaped results (as llama-cpp-python's Llama; specgen.openai_compat) ---------------
+    def create_completion(self, prompt: Union[str, Sequence[int]], **kwargs) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """An OpenAI text completion dict (``stream=True``: an iterator of chunk dicts)."""
+        from specgen.openai_compat import create_completion
+
+        return create_completion(self, prompt, **kwargs)
+
+    def create_chat_completion(self, messages: List[Dict[str, Any]], **kwargs) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+        """An OpenAI chat completion dict, the messages rendered with the model's chat template
+        (``chat_template=`` overrides it; ``stream=True``: an iterator of chunk dicts)."""
+        from specgen.openai_compat import create_chat_completion
+
+        return create_chat_completion(self, messages, **kwargs)
 
     def __call__(self, prompt: Union[str, Sequence[int]], **kwargs) -> Union[GenerationResult, Iterator[str]]:
         return self.generate(prompt, **kwargs)

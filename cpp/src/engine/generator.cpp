@@ -357,9 +357,19 @@ void generation::count_round(int gamma, const verify_result& vr) {
 void generation::commit(const verify_result& vr) {
     // The KV cache now holds pending and x_1..x_k; y becomes the new pending token.
     n_past_ += 1 + vr.n_accepted;
+    const int n_vocab = gen_->n_vocab();
     bool go = true;
-    for (int i = 0; i < vr.n_accepted && go; ++i) go = emit(proposal_.tokens[i]) != 0;
-    if (go) go = emit(vr.next_token) != 0;
+    for (int i = 0; i <= vr.n_accepted && go; ++i) {
+        // Accepted draft i was emitted by row i, the corrected/bonus token by row k (engine/logprobs.h).
+        const int32_t token = i < vr.n_accepted ? proposal_.tokens[i] : vr.next_token;
+        const size_t n_before = generated_.size();
+        token_logprob lp;
+        if (params_.logprobs >= 0)
+            lp = logprob_recorder_.record(logits_.data() + size_t(i) * n_vocab, n_vocab, p_[i], params_.sampling,
+                                          history_.data(), history_.size(), token, params_.logprobs);
+        go = emit(token) != 0;
+        if (params_.logprobs >= 0 && generated_.size() > n_before) logprobs_.push_back(std::move(lp));
+    }
     if (go && n_past_ >= gen_->n_ctx()) finish(finish_reason::length);
 }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/logprobs.h"
 #include "engine/params.h"
 #include "engine/stats.h"
 #include "engine/text_stream.h"
@@ -132,6 +133,8 @@ public:
     const std::vector<int32_t>& tokens() const { return generated_; }  // emitted tokens, EOS excluded
     const std::string& text() const { return stream_.text(); }
     const generation_stats& stats() const { return stats_; }
+    // One entry per tokens() entry when generate_params::logprobs >= 0, else empty.
+    const std::vector<token_logprob>& logprobs() const { return logprobs_; }
 
 private:
     friend class generator;
@@ -172,6 +175,8 @@ private:
     std::vector<float> check_logits_;  // check_reused_rows' scratch
     std::vector<int32_t> topk_;        // [prompt rows, k] the target's top-k ids the speculator asked for
     std::vector<verify_row_stats> row_stats_;
+    logprob_recorder logprob_recorder_;
+    std::vector<token_logprob> logprobs_;
 };
 
 }  // namespace specgen

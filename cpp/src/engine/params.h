@@ -89,6 +89,9 @@ struct generate_params {
     uint64_t seed = 0xC0FFEE;     // the resolved seed (see resolve_seed)
     bool add_bos = true;          // prepend BOS when the model's tokenizer asks for it
     bool ignore_eos = false;
+    // >= 0: record every emitted token's log-probability and this many most probable alternatives
+    // (engine/logprobs.h); -1: off.
+    int32_t logprobs = -1;
 
     void validate() const;
 };

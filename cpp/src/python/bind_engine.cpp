@@ -46,7 +46,19 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("finish_reason", [](const generation& g) { return std::string(finish_reason_name(g.reason())); })
         .def_prop_ro("tokens", [](const generation& g) { return g.tokens(); })
         .def_prop_ro("text", [](const generation& g) { return g.text(); })
-        .def("stats", [](const generation& g) { return make_stats(g.stats()); });
+        .def("stats", [](const generation& g) { return make_stats(g.stats()); })
+        .def("logprobs",
+             [](const generation& g, size_t start) {
+                 // Entries from `start` on (streams read only what is new):
+                 // (token, logprob, top_ids, top_logprobs), one per emitted token.
+                 nb::list out;
+                 const auto& all = g.logprobs();
+                 for (size_t i = start; i < all.size(); ++i)
+                     out.append(nb::make_tuple(all[i].token, all[i].logprob, all[i].top_ids, all[i].top_logprobs));
+                 return out;
+             },
+             nb::arg("start") = 0,
+             "Log-probabilities of the emitted tokens from index `start` on (GenerateParams.logprobs >= 0).");
 
     nb::class_<generator>(m, "Generator")
         .def(nb::init<const generator_params&>(), nb::call_guard<nb::gil_scoped_release>())

@@ -155,6 +155,7 @@ void bind_params(nb::module_& m) {
         .def_rw("seed", &generate_params::seed)
         .def_rw("add_bos", &generate_params::add_bos)
         .def_rw("ignore_eos", &generate_params::ignore_eos)
+        .def_rw("logprobs", &generate_params::logprobs)
         .def("validate", &generate_params::validate);
 }
 

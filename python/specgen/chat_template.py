@@ -1,0 +1,111 @@
+"""Chat messages -> prompt text with a model's Jinja chat template.
+
+The template comes from the GGUF (``tokenizer.chat_template``), or from a file/shipped name given by
+the caller (``--chat-template``). A GGUF's template is untrusted input (llama-cpp-python had a
+template-injection advisory), so it runs in jinja2's ImmutableSandboxedEnvironment; the environment
+offers what chat templates on the Hub expect (trim_blocks, lstrip_blocks, loop controls,
+raise_exception, strftime_now, a tojson that leaves non-ASCII as it is), as transformers'
+apply_chat_template does, so a template renders the same in both.
+"""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from typing import Any, Dict, List, Optional
+
+from specgen.errors import InvalidParameterError, SpecgenError
+
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "chat_templates")
+
+
+class ChatTemplateError(SpecgenError):
+    """No chat template is available, or the template failed on these messages."""
+
+
+def shipped_templates() -> List[str]:
+    """Names of the templates specgen ships (``--chat-template NAME``)."""
+    return sorted(f[:-6] for f in os.listdir(SHIPPED_DIR) if f.endswith(".jinja"))
+
+
+def load_template_source(spec: str) -> str:
+    """The template text of ``spec``: a file path, or the name of a shipped template."""
+    if os.path.isfile(spec):
+        with open(spec, encoding="utf-8") as f:
+            return f.read()
+    if spec in shipped_templates():
+        with open(os.path.join(SHIPPED_DIR, spec + ".jinja"), encoding="utf-8") as f:
+            return f.read()
+    raise ChatTemplateError(f"chat template {spec!r} is neither a file nor one of the shipped templates {shipped_templates()}")
+
+
+def _raise_exception(message: str):
+    import jinja2
+
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+class ChatTemplate:
+    """A compiled chat template plus the special tokens it is rendered with."""
+
+    def __init__(self, source: str, bos_token: str = "", eos_token: str = "") -> None:
+        try:
+            import jinja2
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+        except ImportError as e:  # the server extra ships it
+            raise ChatTemplateError('chat templates need jinja2: pip install "specgen[server]"') from e
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        try:
+            self._template = env.from_string(source)
+        except jinja2.exceptions.TemplateError as e:
+            raise ChatTemplateError(f"the chat template does not compile: {e}") from None
+        self.source = source
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+
+    def render(self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
+        import jinja2
+
+        if not isinstance(messages, list) or not messages:
+            raise InvalidParameterError("messages must be a non-empty list of {'role': ..., 'content': ...} objects")
+        for m in messages:
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                raise InvalidParameterError("every message must be an object with a string 'role'")
+        try:
+            return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                         bos_token=self.bos_token, eos_token=self.eos_token, **extra)
+        except jinja2.exceptions.SecurityError as e:
+            raise ChatTemplateError(f"the chat template tried an unsafe operation: {e}") from None
+        except jinja2.exceptions.TemplateError as e:
+            # raise_exception() in the template: the messages do not fit its rules (a bad request).
+            raise InvalidParameterError(f"chat template: {e}") from None
+        except (TypeError, KeyError, IndexError, AttributeError, ValueError) as e:
+            raise InvalidParameterError(f"chat template could not render these messages: {type(e).__name__}: {e}") from None
+
+
+def template_for(generator, override: Optional[str] = None) -> ChatTemplate:
+    """The chat template of ``generator``'s model: ``override`` (a file or a shipped name) if given,
+    else the GGUF's tokenizer.chat_template; ChatTemplateError when there is neither."""
+    if override is not None:
+        source = load_template_source(str(override))
+    else:
+        source = generator.metadata.get("tokenizer.chat_template")
+        if not source:
+            raise ChatTemplateError(
+                f"the model {os.path.basename(str(generator.model_path))} has no tokenizer.chat_template in its GGUF; "
+                f"pass a template with --chat-template FILE (or chat_template=...; specgen ships {shipped_templates()})")
+    core = generator._g
+    bos = core.token_bytes(core.bos_id).decode("utf-8", "replace") if core.bos_id >= 0 else ""
+    eos = core.token_bytes(core.eos_id).decode("utf-8", "replace") if core.eos_id >= 0 else ""
+    return ChatTemplate(source, bos, eos)

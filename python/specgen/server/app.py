@@ -1,0 +1,98 @@
+"""The FastAPI application: one Generator (loaded once, by the caller), its engine adapter, the chat
+template, metrics and the routes, with OpenAI's error object for every failure."""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from specgen.server.body_limit import BodyLimit
+from specgen.server.engine import EngineAdapter
+from specgen.server.errors import APIError, error_response
+from specgen.server.metrics import ServerMetrics
+
+DEFAULT_MAX_REQUEST_BYTES = 4 << 20
+
+
+@dataclass
+class ServerState:
+    generator: object
+    engine: EngineAdapter
+    metrics: ServerMetrics
+    model_name: str
+    chat_template: object
+    chat_template_error: str
+    max_tokens_limit: int
+    created: int
+
+
+def _validation_message(exc: RequestValidationError) -> tuple:
+    errors = exc.errors()
+    if not errors:
+        return "invalid request", None
+    e = errors[0]
+    loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+    if e.get("type") == "json_invalid":
+        return f"the body is not valid JSON: {e.get('ctx', {}).get('error', e.get('msg'))}", None
+    where = ".".join(loc) or "body"
+    return f"{where}: {e.get('msg')}", (loc[0] if loc else None)
+
+
+def create_app(generator, *, model_name: Optional[str] = None, chat_template: Optional[str] = None,
+               n_slots: int = 1, queue_size: int = 64, max_tokens_limit: int = -1,
+               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
+    """The server app over ``generator``. ``chat_template``: a file or shipped template name that
+    overrides the GGUF's (a bad one raises ChatTemplateError here, at startup)."""
+    from specgen.chat_template import ChatTemplateError, template_for
+
+    name = model_name or os.path.basename(str(generator.model_path))
+    metrics = ServerMetrics(name)
+    engine = EngineAdapter(generator, n_slots=n_slots, queue_size=queue_size, metrics=metrics)
+    template, template_error = None, ""
+    try:
+        template = template_for(generator, chat_template)
+    except ChatTemplateError as e:
+        if chat_template is not None:
+            raise
+        template_error = str(e)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        engine.close()
+
+    app = FastAPI(title="specgen", version="0.1.0", lifespan=lifespan,
+                  description="OpenAI-compatible completions over specgen's speculative-decoding engine")
+    app.state.specgen = ServerState(generator, engine, metrics, name, template, template_error, max_tokens_limit,
+                                    int(time.time()))
+
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError):
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        message, param = _validation_message(exc)
+        return error_response(400, message, param=param)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return error_response(exc.status_code, str(exc.detail), type=kind)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception):
+        return error_response(500, f"internal error: {type(exc).__name__}: {exc}", type="internal_error")
+
+    from specgen.server.routes import router
+
+    app.include_router(router)
+    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
+
+    return app

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Load an OpenAI-compatible server (specgen serve, llama-server, ...) with N concurrent streaming
+clients and report aggregate throughput and p50/p95 time-to-first-token and inter-token latency.
+
+    python tools/bench_server.py --url http://127.0.0.1:8080 --clients 1,4,8,16 --requests 32 -n 64
+
+Each client sends greedy /v1/completions requests (stream: true) from a fixed prompt list, one after
+another. TTFT: request sent -> first chunk with text; ITL: a request's (last - first chunk time) /
+(completion tokens - 1), from the usage of its last chunk (or a count of chunks when a server sends
+none). Several --url values are measured interleaved, client count by client count, in one run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from typing import Dict, List
+
+import httpx
+
+PROMPTS = [
+    "The three laws of robotics are",
+    "Write a Python function that returns the n-th Fibonacci number.\n\ndef fibonacci(n):",
+    "Once upon a time, in a small village by the sea,",
+    "The capital of France is Paris. The capital of Germany is Berlin. The capital of Italy is",
+    "List the planets of the solar system in order from the sun:",
+    "def quicksort(xs):\n    if len(xs) <= 1:\n        return xs\n",
+    "Photosynthesis is the process by which",
+    "Q: What is 17 times 23?\nA:",
+]
+
+
+def _percentile(xs: List[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def _one(client: httpx.Client, url: str, model: str, prompt: str, n: int) -> Dict[str, float]:
+    body = {"prompt": prompt, "max_tokens": n, "temperature": 0, "stream": True}
+    if model:
+        body["model"] = model
+    t0 = time.perf_counter()
+    t_first = t_last = None
+    n_chunks, n_tokens = 0, None
+    with client.stream("POST", url + "/v1/completions", json=body) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            obj = json.loads(line[6:])
+            if obj.get("usage"):
+                n_tokens = obj["usage"].get("completion_tokens")
+            if obj.get("choices") and obj["choices"][0].get("text"):
+                now = time.perf_counter()
+                t_first = t_first or now
+                t_last = now
+                n_chunks += 1
+    n_tokens = n_tokens or n_chunks
+    return {"ttft": (t_first or time.perf_counter()) - t0,
+            "itl": (t_last - t_first) / (n_tokens - 1) if t_first and n_tokens > 1 else float("nan"),
+            "tokens": n_tokens}
+
+
+def run(url: str, model: str, clients: int, requests: int, n: int) -> Dict[str, float]:
+    results: List[Dict[str, float]] = []
+    lock = threading.Lock()
+    counter = iter(range(requests))
+
+    def worker() -> None:
+        with httpx.Client(timeout=600) as c:
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                res = _one(c, url, model, PROMPTS[i % len(PROMPTS)], n)
+                with lock:
+                    results.append(res)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    ttft = [r["ttft"] for r in results]
+    itl = [r["itl"] for r in results if r["itl"] == r["itl"]]
+    return {"tok_s": sum(r["tokens"] for r in results) / wall, "ttft_p50": _percentile(ttft, 0.5),
+            "ttft_p95": _percentile(ttft, 0.95), "itl_p50": _percentile(itl, 0.5), "itl_p95": _percentile(itl, 0.95)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", action="append", required=True, help="server base URL (repeatable)")
+    ap.add_argument("--label", action="append", help="a name per --url")
+    ap.add_argument("--model", default="", help="model id to send (default: none)")
+    ap.add_argument("--clients", default="1,4,8,16")
+    ap.add_argument("--requests", type=int, default=32, help="requests per (server, client count)")
+    ap.add_argument("-n", type=int, default=64, help="max_tokens per request")
+    args = ap.parse_args()
+    labels = args.label or args.url
+    print(f"{'server':<28} {'clients':>7} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'ITL p95':>8}")
+    for k in (int(x) for x in args.clients.split(",")):
+        for url, label in zip(args.url, labels):
+            _one(httpx.Client(timeout=600), url, args.model, PROMPTS[0], 4)  # warm-up
+            r = run(url, args.model, k, max(args.requests, k), args.n)
+            print(f"{label:<28} {k:>7} {r['tok_s']:>8.1f} {r['ttft_p50'] * 1e3:>7.0f}ms {r['ttft_p95'] * 1e3:>7.0f}ms "
+                  f"{r['itl_p50'] * 1e3:>6.1f}ms {r['itl_p95'] * 1e3:>6.1f}ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()
