@@ -5,7 +5,6 @@ NB_MODULE(_core, m) {
     m.doc() = "specgen native core (use the `specgen` package, not this module)";
     bind_errors(m);
     bind_quant(m);
-    bind_gguf(m);
     bind_tokenizer(m);
     bind_sampling(m);
     bind_verify(m);
