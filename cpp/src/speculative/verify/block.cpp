@@ -1,4 +1,4 @@
-// Block verification = HSD with a single draft, ALGORITHMS.md section 2 (arXiv 2601.05724; Sun et
+// Block verification = HSD with a single draft, docs/ALGORITHMS.md section 2 (arXiv 2601.05724; Sun et
 // al. 2024, "Block verification accelerates speculative decoding").
 //
 // Running joints P_k = prod_{i<=k} p_i(x_i), Q_k = prod_{i<=k} q_i(x_i), ratio r_k = P_k / Q_k,

@@ -1,4 +1,4 @@
-// Lossless verification of a speculative draft: token-wise (ALGORITHMS.md section 1) and block /
+// Lossless verification of a speculative draft: token-wise (docs/ALGORITHMS.md section 1) and block /
 // hierarchical (HSD, section 2). Statistical proof: tests/test_verify.py.
 //
 // One round, with g = gamma:
