@@ -174,9 +174,10 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def write_llamacpp_gguf(path: Path, fam: Family, model, tok_json: dict, n_tokens: int | None = None,
-                        rename: dict[int, str] | None = None) -> Path:
+                        rename: dict[int, str] | None = None, llama3_as_metadata: bool = False) -> Path:
     """The GGUF llama.cpp's convert_hf_to_gguf.py writes for `model`: its keys and tensor names. The token list
-    has n_tokens entries (default: padded with [PADi] to the embedding's rows, as llama.cpp does)."""
+    has n_tokens entries (default: padded with [PADi] to the embedding's rows, as llama.cpp does).
+    llama3_as_metadata: llama3 rope scaling as rope.scaling.* keys instead of the rope_freqs tensor."""
     cfg = model.config
     MT, names = gguf.MODEL_TENSOR, gguf.TENSOR_NAMES
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -196,7 +197,13 @@ def write_llamacpp_gguf(path: Path, fam: Family, model, tok_json: dict, n_tokens
     if fam.arch == "llama":
         w.add_vocab_size(cfg.vocab_size)
         w.add_rope_dimension_count(head_dim)
-    if rp["rope_type"] == "linear":
+    if rp["rope_type"] == "llama3" and llama3_as_metadata:
+        w.add_string(gguf.Keys.Rope.SCALING_TYPE.format(arch=fam.arch), "llama3")
+        w.add_rope_scaling_factor(rp["factor"])
+        w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])
+        w.add_float32(f"{fam.arch}.rope.scaling.low_freq_factor", rp["low_freq_factor"])
+        w.add_float32(f"{fam.arch}.rope.scaling.high_freq_factor", rp["high_freq_factor"])
+    elif rp["rope_type"] == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(rp["factor"])
     elif rp["rope_type"] == "yarn":
@@ -237,7 +244,7 @@ def write_llamacpp_gguf(path: Path, fam: Family, model, tok_json: dict, n_tokens
         w.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
 
     add(names[MT.TOKEN_EMBD] + ".weight", sd["model.embed_tokens.weight"])
-    if fam.rope == "llama3":
+    if fam.rope == "llama3" and not llama3_as_metadata:
         add(names[MT.ROPE_FREQS] + ".weight", _llama3_factors(rp, head_dim))
     layer_map = {MT.ATTN_NORM: "input_layernorm", MT.ATTN_Q: "self_attn.q_proj", MT.ATTN_K: "self_attn.k_proj",
                  MT.ATTN_V: "self_attn.v_proj", MT.ATTN_OUT: "self_attn.o_proj", MT.FFN_GATE: "mlp.gate_proj",
@@ -314,6 +321,16 @@ def test_f32_logits_match_transformers(root, tok_json, name, writer):
     err = float(np.max(np.abs(got - want)))
     print(f"{name} {writer}: max abs {err:.3g}, logits span {float(np.abs(want).max()):.3g}")
     assert err < F32_MAX_ABS, f"max |specgen - transformers| = {err:.3g}"
+
+
+def test_llama3_scaling_as_metadata(root, tok_json):
+    """The same Llama 3 file with its scaling given as rope.scaling.type "llama3" metadata instead of the
+    rope_freqs tensor: the same logits."""
+    path = llamacpp_file(root, tok_json, "llama3", llama3_as_metadata=True)
+    assert "rope_freqs.weight" not in {t.name for t in gguf.GGUFReader(path).tensors}
+    with _generator(path) as g:
+        got = g.logits(TOKENS)
+    assert float(np.max(np.abs(got - _hf_logits(_checkpoint(root, tok_json, "llama3")[1])))) < F32_MAX_ABS
 
 
 def _cuda_devices() -> int:

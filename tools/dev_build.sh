@@ -8,4 +8,5 @@ cmake -S "$here" -B "$here/build/dev" -G Ninja -DSPECGEN_PYTHON=ON -DSPECGEN_BUI
       -DPython_EXECUTABLE="$(command -v "$py")" "$@" >/dev/null
 cmake --build "$here/build/dev" -j2
 ln -sf "$(ls "$here"/build/dev/_core*.so | head -1)" "$here/python/specgen/"
+ln -sf "$(ls "$here"/build/dev/_testing*.so | head -1)" "$here/python/specgen/"
 ln -sf "$here/build/dev/_core.pyi" "$here/python/specgen/_core.pyi"

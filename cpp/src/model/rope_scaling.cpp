@@ -13,6 +13,16 @@ double correction_dim(double n_rot, int head_dim, double base, int orig_ctx) {
     return head_dim * std::log(double(orig_ctx) / (n_rot * 2.0 * M_PI)) / (2.0 * std::log(base));
 }
 
+// Llama 3's divisor of one base frequency: long wavelengths (beyond orig_ctx / low_freq_factor) slowed
+// by factor, short ones (below orig_ctx / high_freq_factor) kept, a smooth blend between.
+double llama3_divisor(double inv_freq, const rope_scaling& s) {
+    const double wavelen = 2.0 * M_PI / inv_freq;
+    if (wavelen < s.orig_ctx / s.high_freq_factor) return 1.0;
+    if (wavelen > s.orig_ctx / s.low_freq_factor) return s.factor;
+    const double smooth = (s.orig_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    return 1.0 / ((1.0 - smooth) / s.factor + smooth);
+}
+
 }  // namespace
 
 std::vector<float> rope_inv_freq(float base, int head_dim, const rope_scaling& s, const float* freq_factors) {
@@ -31,6 +41,9 @@ std::vector<float> rope_inv_freq(float base, int head_dim, const rope_scaling& s
         switch (s.type) {
             case rope_scaling_type::none: break;
             case rope_scaling_type::linear: f /= s.factor; break;
+            case rope_scaling_type::llama3:
+                if (!freq_factors) f /= llama3_divisor(f, s);  // the tensor, when present, already says it
+                break;
             case rope_scaling_type::yarn: {
                 const double ramp = std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
                 const double extrapolate = (1.0 - ramp) * s.ext_factor;

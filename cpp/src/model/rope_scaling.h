@@ -7,7 +7,7 @@
 
 namespace specgen {
 
-enum class rope_scaling_type { none, linear, yarn };
+enum class rope_scaling_type { none, linear, yarn, llama3 };
 
 // As llama.cpp's GGUF keys {arch}.rope.scaling.* name them.
 struct rope_scaling {
@@ -18,6 +18,10 @@ struct rope_scaling {
     float ext_factor = 1.0f;     // rope.scaling.yarn_ext_factor: weight of extrapolation in the ramp
     float beta_fast = 32.0f;     // rope.scaling.yarn_beta_fast
     float beta_slow = 1.0f;      // rope.scaling.yarn_beta_slow
+    // llama3 given as metadata (rope.scaling.type "llama3") rather than as llama.cpp's rope_freqs tensor:
+    // the divisors are computed from factor, original_context_length and these two.
+    float low_freq_factor = 1.0f;   // rope.scaling.low_freq_factor
+    float high_freq_factor = 4.0f;  // rope.scaling.high_freq_factor
 };
 
 // inv_freq[i] for i < head_dim / 2. freq_factors: null, or [head_dim / 2] divisors (rope_freqs.weight:

@@ -1,4 +1,4 @@
-// specgen._core: the verifiers (speculative/verify/verify.h), their Monte Carlo driver, and the section 5 bounds.
+// specgen._core: the verifiers (speculative/verify/verify.h) and the section 5 bounds.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -23,8 +23,7 @@ using i32_1d = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device:
 static verify_method parse_method(const std::string& name) {
     if (name == "token") return verify_method::token;
     if (name == "block") return verify_method::block;
-    if (name == "block_uncapped") return verify_method::block_uncapped;
-    throw invalid_argument_error("verify method '" + name + "': expected token, block or block_uncapped");
+    throw invalid_argument_error("verify method '" + name + "': expected token or block");
 }
 
 // Dense probability rows -> sparse token_dists (zero entries are outside the support).
@@ -69,37 +68,10 @@ static std::tuple<int32_t, int32_t, std::vector<std::vector<double>>> verify_den
 void bind_verify(nb::module_& m) {
     m.def("verify_dense", &verify_dense, nb::arg("method"), nb::arg("p"), nb::arg("q"), nb::arg("draft"),
           nb::arg("rng"), nb::arg("with_stats") = false,
-          "method: 'token' | 'block' | 'block_uncapped' (lossy, tests only). p: float32 [g+1, V], "
+          "method: 'token' | 'block'. p: float32 [g+1, V], "
           "q: float32 [g, V] (zeros = outside the support), draft: int32 [g]. Returns (n_accepted, "
           "next_token, stats) with stats [[entropy, entropy_sq, alpha], ...] per emitted token when "
           "with_stats.");
-
-    m.def(
-        "verify_simulate",
-        [](const std::string& method, int32_t gamma, f32_2d p_tree, f32_2d q_tree, int64_t n_draws,
-           uint64_t seed) {
-            const int32_t v = static_cast<int32_t>(p_tree.shape(1));
-            if (q_tree.shape(1) != p_tree.shape(1))
-                throw invalid_argument_error("verify_simulate: p_tree and q_tree differ in vocabulary");
-            // off(gamma+1) rows of p and off(gamma) rows of q, checked before reading them.
-            int64_t off_g = 0, width = 1;
-            for (int32_t l = 0; l < gamma; ++l, width *= v) off_g += width;
-            if (static_cast<int64_t>(q_tree.shape(0)) != off_g ||
-                static_cast<int64_t>(p_tree.shape(0)) != off_g + width)
-                throw invalid_argument_error("verify_simulate: p_tree needs " + std::to_string(off_g + width) +
-                                             " rows and q_tree " + std::to_string(off_g) + " rows");
-            const verify_method vm = parse_method(method);
-            verify_simulation sim;
-            {
-                nb::gil_scoped_release release;
-                sim = verify_simulate(vm, v, gamma, p_tree.data(), q_tree.data(), n_draws, seed);
-            }
-            return std::make_tuple(sim.emitted, sim.completed, sim.sum_accepted);
-        },
-        nb::arg("method"), nb::arg("gamma"), nb::arg("p_tree"), nb::arg("q_tree"), nb::arg("n_draws"),
-        nb::arg("seed"),
-        "Monte Carlo of n_draws rounds on a tree model (layout in speculative/verify/verify.h). Returns (emitted "
-        "counts [off(g+2)-1], completed counts [V^(g+1)], sum of n_accepted).");
 
     m.def("expected_tokens_per_call", &expected_tokens_per_call, nb::arg("alpha"), nb::arg("gamma"));
     m.def("tokens_per_call_limit", &tokens_per_call_limit, nb::arg("alpha"));

@@ -11,7 +11,6 @@ namespace specgen::python {
 nanobind::object make_stats(const generation_stats& s);
 void bind_errors(nanobind::module_& m);
 void bind_quant(nanobind::module_& m);
-void bind_gguf(nanobind::module_& m);
 void bind_tokenizer(nanobind::module_& m);
 void bind_sampling(nanobind::module_& m);
 void bind_verify(nanobind::module_& m);

@@ -7,7 +7,6 @@ NB_MODULE(_core, m) {
     bind_params(m);
     bind_stats(m);
     bind_quant(m);
-    bind_gguf(m);
     bind_tokenizer(m);
     bind_sampling(m);
     bind_verify(m);

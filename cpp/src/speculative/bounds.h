@@ -1,4 +1,4 @@
-// Speed-of-light bounds and the classic speculative-decoding formulas, ALGORITHMS.md section 5.
+// Speed-of-light bounds and the classic speculative-decoding formulas, docs/ALGORITHMS.md section 5.
 // Pure math; the engine feeds bound_accumulator with verify_row_stats (speculative/verify/verify.h) and reports the
 // measured tokens per target call against expected_tokens_per_call() and pankratov_alistarh_bound().
 #pragma once

@@ -1,4 +1,4 @@
-// NanoSpec's in-context vocabulary S and the draft head gathered over it (ALGORITHMS.md section 3),
+// NanoSpec's in-context vocabulary S and the draft head gathered over it (docs/ALGORITHMS.md section 3),
 // and FR-Spec's static frequency subset, its baseline, on the same mechanism.
 //
 // S is a set of token ids kept in insertion order, with the LM-head rows of those ids copied into one

@@ -1,4 +1,4 @@
-// FR-Spec's frequency table (the NanoSpec baseline, ALGORITHMS.md section 3): token ids sorted by
+// FR-Spec's frequency table (the NanoSpec baseline, docs/ALGORITHMS.md section 3): token ids sorted by
 // descending corpus frequency, written by tools/build_frspec_table.py; the draft head of an frspec
 // drafter covers the first N of them (a static draft_vocab).
 //

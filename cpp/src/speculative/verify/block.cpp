@@ -1,4 +1,4 @@
-// Block verification = HSD with a single draft, ALGORITHMS.md section 2 (arXiv 2601.05724; Sun et
+// Block verification = HSD with a single draft, docs/ALGORITHMS.md section 2 (arXiv 2601.05724; Sun et
 // al. 2024, "Block verification accelerates speculative decoding").
 //
 // Running joints P_k = prod_{i<=k} p_i(x_i), Q_k = prod_{i<=k} q_i(x_i), ratio r_k = P_k / Q_k,
@@ -24,10 +24,7 @@
 
 namespace specgen {
 
-verify_result verifier::verify_block(const int32_t* draft, int32_t gamma, const token_dist* p,
-                                     const token_dist* q, rng& gen, bool capped,
-                                     std::vector<verify_row_stats>* stats) {
-    check_inputs(draft, gamma, p, q);
+void verifier::block_ratios(const int32_t* draft, int32_t gamma, const token_dist* p, const token_dist* q) {
     const size_t g = static_cast<size_t>(gamma);
     log_r_.resize(g + 1);
     log_cap_.resize(g + 1);
@@ -42,24 +39,11 @@ verify_result verifier::verify_block(const int32_t* draft, int32_t gamma, const 
         log_r_[k] = log_r_[k - 1] + std::log(px) - std::log(qx);  // px = 0: -inf, stays -inf
         log_cap_[k] = std::max(log_cap_[k - 1], log_r_[k]);
     }
+}
 
+verify_result verifier::block_scan(int32_t gamma, const token_dist* p, const token_dist* q, rng& gen) {
     verify_result res;
-    if (gamma == 0) {
-        res.next_token = sample_token(p[0], gen);
-        if (stats) record_stats(p, q, gamma, 0, *stats);
-        return res;
-    }
-
-    // Full draft: min(1, r_g / M_{g-1}); the uncapped (lossy) variant uses min(1, r_g).
-    const double log_accept = capped ? log_r_[g] - log_cap_[g - 1] : log_r_[g];
-    if (gen.uniform() < std::exp(std::min(0.0, log_accept))) {
-        res.n_accepted = gamma;
-        res.next_token = sample_token(p[g], gen);
-        if (stats) record_stats(p, q, gamma, gamma, *stats);
-        return res;
-    }
-
-    for (size_t k = g; k-- > 0;) {
+    for (size_t k = static_cast<size_t>(gamma); k-- > 0;) {
         const double rho = std::exp(log_r_[k] - log_cap_[k]);  // rho_0 = 1
         scatter(q[k]);
         double d_plus, d_minus;
@@ -71,6 +55,27 @@ verify_result verifier::verify_block(const int32_t* draft, int32_t gamma, const 
         }
         gather(q[k]);
         if (stop) break;
+    }
+    return res;
+}
+
+verify_result verifier::verify_block(const int32_t* draft, int32_t gamma, const token_dist* p,
+                                     const token_dist* q, rng& gen, std::vector<verify_row_stats>* stats) {
+    check_inputs(draft, gamma, p, q);
+    block_ratios(draft, gamma, p, q);
+    verify_result res;
+    if (gamma == 0) {
+        res.next_token = sample_token(p[0], gen);
+        if (stats) record_stats(p, q, gamma, 0, *stats);
+        return res;
+    }
+    // Full draft: min(1, r_g / M_{g-1}).
+    const size_t g = static_cast<size_t>(gamma);
+    if (gen.uniform() < std::exp(std::min(0.0, log_r_[g] - log_cap_[g - 1]))) {
+        res.n_accepted = gamma;
+        res.next_token = sample_token(p[g], gen);
+    } else {
+        res = block_scan(gamma, p, q, gen);
     }
     if (stats) record_stats(p, q, gamma, res.n_accepted, *stats);
     return res;

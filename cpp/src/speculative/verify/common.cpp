@@ -1,5 +1,5 @@
 // The verifier's shared pieces: input checks, the dense scratch row, residual mass and sampling,
-// per-row statistics, and the method dispatch. The rules themselves: verify_token.cpp, verify_block.cpp.
+// per-row statistics, and the method dispatch. The rules themselves: token.cpp, block.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,8 +20,7 @@ verify_result verifier::verify(verify_method method, const int32_t* draft, int32
                                std::vector<verify_row_stats>* stats) {
     switch (method) {
         case verify_method::token: return verify_token(draft, gamma, p, q, gen, stats);
-        case verify_method::block: return verify_block(draft, gamma, p, q, gen, true, stats);
-        case verify_method::block_uncapped: return verify_block(draft, gamma, p, q, gen, false, stats);
+        case verify_method::block: return verify_block(draft, gamma, p, q, gen, stats);
     }
     throw invalid_argument_error("verify: unknown method " + std::to_string(static_cast<int>(method)));
 }

@@ -1,4 +1,4 @@
-// Token-wise verification, ALGORITHMS.md section 1 (Leviathan et al. 2023; Chen et al. 2023).
+// Token-wise verification, docs/ALGORITHMS.md section 1 (Leviathan et al. 2023; Chen et al. 2023).
 //
 // For i = 1..g accept x_i with probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection emit
 // y ~ norm((p_i - q_i)+); after g acceptances emit the bonus y ~ p_{g+1}.

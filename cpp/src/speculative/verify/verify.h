@@ -1,4 +1,4 @@
-// Lossless verification of a speculative draft: token-wise (ALGORITHMS.md section 1) and block /
+// Lossless verification of a speculative draft: token-wise (docs/ALGORITHMS.md section 1) and block /
 // hierarchical (HSD, section 2). Statistical proof: tests/test_verify.py.
 //
 // One round, with g = gamma:
@@ -32,10 +32,8 @@
 namespace specgen {
 
 enum class verify_method {
-    token,           // section 1: accept x_i with prob min(1, p_i(x_i)/q_i(x_i)), residual (p_i - q_i)+
-    block,           // section 2: the capped joint rule (HSD / Sun et al. block verification)
-    block_uncapped,  // section 2's LOSSY variant of the official HSD code (full-draft test against the
-                     // uncapped ratio r_g). Exists only so tests can show it fails: never use it.
+    token,  // section 1: accept x_i with prob min(1, p_i(x_i)/q_i(x_i)), residual (p_i - q_i)+
+    block,  // section 2: the capped joint rule (HSD / Sun et al. block verification)
 };
 
 struct verify_result {
@@ -67,12 +65,14 @@ public:
                                const token_dist* q, rng& gen,
                                std::vector<verify_row_stats>* stats = nullptr);
 
-    // capped = false is verify_method::block_uncapped (lossy, tests only).
     verify_result verify_block(const int32_t* draft, int32_t gamma, const token_dist* p,
-                               const token_dist* q, rng& gen, bool capped = true,
-                               std::vector<verify_row_stats>* stats = nullptr);
+                               const token_dist* q, rng& gen, std::vector<verify_row_stats>* stats = nullptr);
 
-private:
+protected:  // the pieces of the rules (tests/native builds section 2's lossy variant from them)
+    // Block: ln r_k and ln M_k for k = 0..gamma into log_r_, log_cap_ (checks q_k(x_k) > 0).
+    void block_ratios(const int32_t* draft, int32_t gamma, const token_dist* p, const token_dist* q);
+    // Block, after the full draft was rejected: the backward scan k = g-1 .. 0 (needs block_ratios).
+    verify_result block_scan(int32_t gamma, const token_dist* p, const token_dist* q, rng& gen);
     // Scatters q into dense_ (checking ids); gather() undoes it in O(|q|).
     void scatter(const token_dist& q);
     void gather(const token_dist& q);
@@ -96,24 +96,5 @@ private:
 
 // One row's entropy statistics (entropy, entropy_sq of verify_row_stats).
 void dist_entropy(const token_dist& p, double& entropy, double& entropy_sq);
-
-// Monte Carlo driver for tests and benchmarks of the verifiers on a toy "model" given as a complete
-// tree of distributions over every prefix. Prefix (t_1..t_l) has node index
-// off(l) + sum_j t_j V^(l-j), off(l) = (V^l - 1)/(V - 1) (the root, the empty prefix, is node 0).
-//   p_tree: [off(gamma + 1), V] target probabilities for prefixes of length 0..gamma
-//   q_tree: [off(gamma), V] proposal probabilities for prefixes of length 0..gamma-1 (zeros are
-//           outside q's support; a one-hot row is a point-mass proposal)
-// Each draw samples a draft from q with sample_token, verifies it with `method`, then completes the
-// emitted tokens to gamma + 1 tokens by sampling the target autoregressively (so the completed
-// sequence must follow the target's joint exactly when the verifier is lossless).
-struct verify_simulation {
-    std::vector<int64_t> emitted;    // [off(gamma + 2) - 1] counts of emitted sequences, indexed by
-                                     // node index - 1 (lengths 1..gamma+1)
-    std::vector<int64_t> completed;  // [V^(gamma + 1)] counts of completed sequences (base-V index)
-    int64_t sum_accepted = 0;        // total n_accepted over the draws
-};
-verify_simulation verify_simulate(verify_method method, int32_t n_vocab, int32_t gamma,
-                                  const float* p_tree, const float* q_tree, int64_t n_draws,
-                                  uint64_t seed);
 
 }  // namespace specgen

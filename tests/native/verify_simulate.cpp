@@ -1,12 +1,45 @@
 // verify_simulate(): Monte Carlo of whole rounds on a toy model given as a tree of distributions over
-// every prefix (layout in verify.h). Used by tests/test_verify.py to show that the emitted tokens
-// follow the target's joint; 10^6 rounds of vocab 4, gamma 4 take well under a second.
+// every prefix (layout in verify_testing.h), and the lossy block variant. Used by tests/test_verify.py
+// to show that the emitted tokens follow the target's joint; 10^6 rounds of vocab 4, gamma 4 take well
+// under a second.
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/error.h"
-#include "speculative/verify/verify.h"
+#include "verify_testing.h"
 
-namespace specgen {
+namespace specgen::testing {
+
+verify_result testing_verifier::verify_block_uncapped(const int32_t* draft, int32_t gamma, const token_dist* p,
+                                                      const token_dist* q, rng& gen) {
+    check_inputs(draft, gamma, p, q);
+    block_ratios(draft, gamma, p, q);
+    verify_result res;
+    if (gamma == 0) {
+        res.next_token = sample_token(p[0], gen);
+        return res;
+    }
+    const size_t g = static_cast<size_t>(gamma);
+    if (gen.uniform() < std::exp(std::min(0.0, log_r_[g]))) {  // the lossy test: r_g, not r_g / M_{g-1}
+        res.n_accepted = gamma;
+        res.next_token = sample_token(p[g], gen);
+        return res;
+    }
+    return block_scan(gamma, p, q, gen);
+}
+
+void check_method(const std::string& method) {
+    if (method != "token" && method != "block" && method != "block_uncapped")
+        throw invalid_argument_error("verify method '" + method + "': expected token, block or block_uncapped");
+}
+
+verify_result testing_verifier::verify_named(const std::string& method, const int32_t* draft, int32_t gamma,
+                                             const token_dist* p, const token_dist* q, rng& gen) {
+    if (method == "block_uncapped") return verify_block_uncapped(draft, gamma, p, q, gen);
+    check_method(method);
+    return verify(method == "token" ? verify_method::token : verify_method::block, draft, gamma, p, q, gen);
+}
 
 static token_dist dense_row_to_dist(const float* row, int32_t n_vocab) {
     token_dist d;
@@ -22,9 +55,9 @@ static token_dist dense_row_to_dist(const float* row, int32_t n_vocab) {
     return d;
 }
 
-verify_simulation verify_simulate(verify_method method, int32_t n_vocab, int32_t gamma,
-                                  const float* p_tree, const float* q_tree, int64_t n_draws,
-                                  uint64_t seed) {
+verify_simulation verify_simulate(const std::string& method, int32_t n_vocab, int32_t gamma, const float* p_tree,
+                                  const float* q_tree, int64_t n_draws, uint64_t seed) {
+    check_method(method);
     if (n_vocab < 2 || gamma < 0 || n_draws < 0)
         throw invalid_argument_error("verify_simulate: need n_vocab >= 2, gamma >= 0, n_draws >= 0");
     const int64_t V = n_vocab;
@@ -44,7 +77,7 @@ verify_simulation verify_simulate(verify_method method, int32_t n_vocab, int32_t
     out.emitted.assign(static_cast<size_t>(off[g + 2] - 1), 0);
     out.completed.assign(static_cast<size_t>(off[g + 2] - off[g + 1]), 0);
 
-    verifier ver(n_vocab);
+    testing_verifier ver(n_vocab);
     rng gen(seed);
     std::vector<int32_t> draft(g);
     std::vector<token_dist> p(g + 1), q(g);
@@ -58,7 +91,7 @@ verify_simulation verify_simulate(verify_method method, int32_t n_vocab, int32_t
             node = node * V + draft[i];
         }
         p[g] = p_nodes[static_cast<size_t>(off[g] + node)];
-        const verify_result r = ver.verify(method, draft.data(), gamma, p.data(), q.data(), gen);
+        const verify_result r = ver.verify_named(method, draft.data(), gamma, p.data(), q.data(), gen);
         out.sum_accepted += r.n_accepted;
 
         // Emitted x_1..x_k, y; then complete autoregressively from the target to gamma + 1 tokens.
@@ -74,4 +107,4 @@ verify_simulation verify_simulate(verify_method method, int32_t n_vocab, int32_t
     return out;
 }
 
-}  // namespace specgen
+}  // namespace specgen::testing
