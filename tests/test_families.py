@@ -549,7 +549,8 @@ def _grown(model, n_vocab: int):
 def test_padded_vocabulary_draft_pair(root, tok_json):
     """Vocabularies of 320 and 384 tokens (64 more [PAD] entries, as Qwen2.5 0.5B vs 7B differ by 128): accepted
     both ways. A bigger draft never proposes an id the target lacks; a smaller draft reads the target's extra ids
-    (here in the prompt) as its unknown token. Greedy output equals plain decoding, also under SSD."""
+    (here in the prompt) as its unknown token and keeps them out of its NanoSpec set. Greedy output equals plain
+    decoding, also with NanoSpec and under SSD."""
     fam = BY_NAME["qwen2-yarn"]
     target_320 = llamacpp_file(root, tok_json, "qwen2-yarn")
     draft_320 = llamacpp_file(root, tok_json, "qwen2-yarn", n_layer=1, seed=5)
@@ -561,7 +562,8 @@ def test_padded_vocabulary_draft_pair(root, tok_json):
                                            (target_384, draft_320, 384, PROMPT[:5] + [350, 383] + PROMPT[5:])):
         with _generator(target) as g:
             plain = g.generate(prompt, max_tokens=24, temperature=0).tokens
-        for kw in (dict(draft=str(draft)), dict(draft=str(draft), ssd=True, n_threads_draft=1)):
+        for kw in (dict(draft=str(draft)), dict(draft=str(draft), nanospec=True),
+                   dict(draft=str(draft), ssd=True, n_threads_draft=1)):
             with _generator(target, **kw) as g:
                 assert g.generate(prompt, max_tokens=24, temperature=0).tokens == plain, (n_vocab, kw)
                 r = g.generate(prompt, max_tokens=24, temperature=1.0, seed=11, top_k=0, top_p=1, min_p=0)

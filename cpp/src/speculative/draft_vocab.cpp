@@ -25,8 +25,10 @@ draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, floa
 }
 
 bool draft_vocab::admits(const std::vector<uint8_t>& member, int32_t size, int32_t id) const {
-    if (id < 0 || id >= n_vocab_)
-        throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range [0, " + std::to_string(n_vocab_) + ")");
+    if (id < 0) throw invalid_argument_error("nanospec: negative token id " + std::to_string(id));
+    // A draft with fewer ids than its target (model/vocab_compat.h) has no head row for the target's
+    // extra ids: it cannot propose them, so they stay out of S.
+    if (id >= n_vocab_) return false;
     return !member[size_t(id)] && size < capacity_;  // new, and S not full: first come, first kept
 }
 
