@@ -69,8 +69,9 @@ public:
 
         auto_choice c = policy_.choose(n_ids_);
         if (force_every_ > 0) {
+            // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
             const int turn = (rounds_ / force_every_) % kAutoMethods;
-            c = policy_.predict(auto_method(turn), n_ids_);
+            c = policy_.predict(auto_method(kAutoMethods - 1 - turn), n_ids_);
         }
         rounds_ += 1;
         if (have_current_ && c.method != current_) stats.auto_n_switches += 1;
@@ -88,8 +89,7 @@ public:
     void observe(const verify_outcome& v, generation_stats& stats) override {
         const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
         // The round's real cost model input is the gamma it verified (a drafter may stop early).
-        const double predicted = costs_.round_seconds(current_, v.gamma, n_ids_) *
-                                 (choice_.gamma == v.gamma || choice_.gamma == 0 ? 1.0 : 1.0);
+        const double predicted = costs_.round_seconds(current_, v.gamma, n_ids_);
         policy_.observe(current_, v.gamma, v.n_accepted, seconds, predicted);
         // Shadow n-gram score: how much of its proposal the emitted tokens x_1..x_k, y confirm.
         const int n_emitted = v.n_accepted + 1;

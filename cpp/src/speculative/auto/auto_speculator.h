@@ -9,8 +9,8 @@
 //
 // Every candidate observes every verdict (the self drafter's S keeps growing while n-gram runs, and
 // drafters catch up on the history they missed: speculative/drafters/drafter.h), so a switch costs
-// nothing but the drafter's catch-up. SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) moves to the next
-// method every k rounds regardless of the prediction.
+// nothing but the drafter's catch-up. SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles self+nanospec,
+// ngram, none every k rounds regardless of the prediction (gamma still from the cost model).
 //
 // SSD is not a candidate: it pays only when the drafter and the target do not share memory
 // bandwidth (a drafter on another device); auto's drafters always run on the target's device, where
