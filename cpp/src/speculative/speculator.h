@@ -54,7 +54,7 @@ public:
     // How many of the LAST prompt rows the top-k is wanted for (the rest contribute their prompt ids
     // only, which S holds anyway): the full 262k-row head over every prompt row would cost more than
     // the prefill's layers (docs/ALGORITHMS.md section 3).
-    static constexpr int kPromptTopkRows = 32;
+    static constexpr int kPromptTopkRows = 64;
     // A request starts: prompt = its history (the last token pending); topk: [n_topk_rows, prompt_topk()]
     // ids, best first, of the last n_topk_rows (<= kPromptTopkRows) forwarded prompt rows. Sets stats.vocab_set_size.
     virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
