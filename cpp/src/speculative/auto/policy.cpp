@@ -47,9 +47,16 @@ double auto_policy::acceptance(auto_method m) const {
     return n > 0 ? (t.accepted + t.prior * t.prior_weight) / n : 0.0;
 }
 
-double auto_policy::time_scale(auto_method m) const {
-    const tracker& t = t_[size_t(m)];
-    return (t.measured_s + kTimingWeight) / (t.predicted_s + kTimingWeight);
+double auto_policy::time_scale(auto_method) const {
+    // One scale for every method: how much slower (or faster) the machine runs now than at
+    // calibration. Per method it would blame a burst of load on whichever method ran in it and hand
+    // the next rounds to a method whose times were never corrected.
+    double measured = 0, predicted = 0;
+    for (const tracker& t : t_) {
+        measured += t.measured_s;
+        predicted += t.predicted_s;
+    }
+    return (measured + kTimingWeight) / (predicted + kTimingWeight);
 }
 
 auto_choice auto_policy::predict(auto_method m, int n_ids) const {

@@ -46,7 +46,7 @@ private:
     struct tracker {
         double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
         double prior = 0, prior_weight = 0;  // pseudo-counts
-        double measured_s = 0, predicted_s = 0;  // timing correction: measured / predicted over the request
+        double measured_s = 0, predicted_s = 0;  // round seconds measured / predicted (the timing correction)
     };
     const cost_model& costs_;
     int draft_max_;
