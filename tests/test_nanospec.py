@@ -89,7 +89,7 @@ def test_capacity_stops_adding_and_never_drops(gen):
 
 
 def test_reset_per_request(model_path):
-    g = specgen.Generator(model_path, n_threads=1, n_ctx=512, draft="self", nanospec=True)
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=512, draft="self", nanospec=True, nanospec_topk=3)
     try:
         long = g.generate(PROMPT + " and continues through the centuries of European history", max_tokens=8,
                           temperature=0).stats["vocab_set_size"]

@@ -161,7 +161,7 @@ options parse_args(int argc, char** argv) {
         o.draft_model = v;
     });
     add({"--draft"}, [&](const std::string& f, const std::string& v) {
-        if (v != "self" && v != "ngram") throw usage_error(f + " must be 'self' or 'ngram', got " + quoted(v) + " (a draft model goes with -md)");
+        if (v != "self" && v != "ngram" && v != "auto") throw usage_error(f + " must be 'self' or 'ngram' or 'auto', got " + quoted(v) + " (a draft model goes with -md)");
         o.draft_kind = v;
     });
     add({"--draft-max"}, [&](const std::string& f, const std::string& v) { g.draft_max = int32_t(parse_as("draft_max", f, v)); });

@@ -13,7 +13,7 @@ from specgen.logprobs import TokenLogprob, from_core
 from specgen.stream import Stream
 
 # Draft kinds accepted as words by ``draft=`` (anything else is a draft model path / Hub reference).
-_DRAFT_WORDS = ("none", "ngram", "self")
+_DRAFT_WORDS = ("none", "ngram", "self", "auto")
 
 
 def default_frspec_table() -> str:
@@ -124,8 +124,10 @@ class Generator:
 
     Speculative decoding: ``draft_kind`` is "none" (plain decoding), "ngram" (prompt lookup), "self"
     (the target's own first ``self_layers`` layers) or "model" (``draft_model``: a path/Hub reference
-    to a draft GGUF with the same vocabulary). The shorter ``draft=`` takes None, "ngram", "self" or
-    the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
+    to a draft GGUF with the same vocabulary) or "auto" (per request and between rounds picks plain decoding,
+    "ngram" or the all-layers self drafter with NanoSpec, and gamma, from a cost model measured on this
+    machine at load and the live acceptance; docs/ALGORITHMS.md section 8). The shorter ``draft=`` takes
+    None, "ngram", "self", "auto" or the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
 
@@ -177,7 +179,7 @@ class Generator:
         ngram_min: int = 1,
         nanospec: bool = False,
         nanospec_capacity: int = 3072,
-        nanospec_topk: int = 3,
+        nanospec_topk: int = 16,
         frspec: int = 0,
         frspec_path: Optional[Union[str, os.PathLike]] = None,
         reuse_draft_hidden: bool = True,
@@ -246,7 +248,7 @@ class Generator:
         if draft is not None and (draft_kind is not None or draft_model is not None):
             raise InvalidParameterError("pass either draft or draft_kind/draft_model, not both")
         if draft_kind is not None:
-            kind = _core.parse_draft_kind(_word("draft_kind", draft_kind, "one of none, ngram, self, model")).name
+            kind = _core.parse_draft_kind(_word("draft_kind", draft_kind, "one of none, ngram, self, model, auto")).name
             if (kind == "model") != (draft_model is not None):
                 raise InvalidParameterError("draft_model goes with draft_kind='model' (and only with it)")
             return kind, draft_model
@@ -261,7 +263,7 @@ class Generator:
         if isinstance(draft, str) and not os.path.exists(os.path.expanduser(text)) and "/" not in text \
                 and "\\" not in text and not text.lower().endswith(".gguf"):
             raise InvalidParameterError(
-                f"draft must be one of none, ngram, self, or a draft model (a .gguf path or a Hub reference), got {text!r}")
+                f"draft must be one of none, ngram, self, auto, or a draft model (a .gguf path or a Hub reference), got {text!r}")
         return "model", draft
 
     @staticmethod

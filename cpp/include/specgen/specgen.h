@@ -90,6 +90,7 @@ typedef enum specgen_draft_kind {
     SPECGEN_DRAFT_KIND_MODEL = 1, /* a separate draft GGUF (draft_path) with the target's vocabulary */
     SPECGEN_DRAFT_KIND_SELF = 2,  /* the target's own first self_layers layers (early exit) */
     SPECGEN_DRAFT_KIND_NGRAM = 3, /* prompt lookup: suffix matching over the token history */
+    SPECGEN_DRAFT_KIND_AUTO = 4,  /* picks none / ngram / self+NanoSpec and gamma per round (cost model) */
 } specgen_draft_kind;
 
 typedef enum specgen_verify {
@@ -245,6 +246,9 @@ typedef struct specgen_stats {
     int64_t vocab_set_size;            /* NanoSpec / FR-Spec: |S| at the end */
     double draft_head_seconds;         /* time in the drafter's LM head (part of draft_seconds) */
     double nanospec_prefill_seconds;   /* NanoSpec: the prefill's full head pass (part of prefill_seconds) */
+    int64_t auto_method;               /* draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec) */
+    double auto_predicted_tokens_per_second; /* draft auto: the cost model's predicted decode tokens/s */
+    int64_t auto_n_switches;           /* draft auto: rounds whose method differs from the previous round's */
     /* Per draft position i < n_positions: rounds that drafted / accepted position i. */
     int32_t n_positions;               /* <= SPECGEN_MAX_DRAFT (draft_max is at most 64) */
     int64_t drafted_at[SPECGEN_MAX_DRAFT];

@@ -165,25 +165,27 @@ void generation::prefill() {
     const int n_layer = g.target().hp().n_layer;
     // The speculator's draft vocabulary may start from the target's top-k at the prompt rows.
     const int k = g.spec_ ? g.spec_->prompt_topk() : 0;
-    if (k > 0) topk_.resize(size_t(n) * k);
+    const int first = std::max(0, n - speculator::kPromptTopkRows);  // the rows whose top-k S gets
+    if (k > 0) topk_.resize(size_t(n - first) * k);
     for (int i = 0; i < n; i += evaluator::kChunk) {
         const int m = std::min(evaluator::kChunk, n - i);
         g.eval_->forward(*g.cache_, history_.data() + i, m, i, n_layer);
-        if (k > 0) {
+        if (k > 0 && i + m > first) {
             auto t_head = clock_type::now();
             const int n_vocab = g.n_vocab(), E = g.target().hp().n_embd;
             logits_.resize(size_t(std::min(kVocabHeadChunk, m)) * n_vocab);
-            for (int r = 0; r < m; r += kVocabHeadChunk) {
+            for (int r = std::max(0, first - i); r < m; r += kVocabHeadChunk) {
                 const int c = std::min(kVocabHeadChunk, m - r);
                 g.eval_->logits(g.eval_->hidden() + size_t(r) * E, c, logits_.data());
-                for (int j = 0; j < c; ++j) top_ids(logits_.data() + size_t(j) * n_vocab, n_vocab, k, &topk_[size_t(i + r + j) * k]);
+                for (int j = 0; j < c; ++j)
+                    top_ids(logits_.data() + size_t(j) * n_vocab, n_vocab, k, &topk_[size_t(i + r + j - first) * k]);
             }
             stats_.nanospec_prefill_seconds += seconds_since(t_head);
         }
     }
     n_past_ = n;
     if (g.spec_) g.spec_->begin(history_, {params_.sampling, params_.seed, method_}, k > 0 ? topk_.data() : nullptr,
-                                k > 0 ? n : 0, stats_);
+                                k > 0 ? n - first : 0, stats_);
     stats_.prefill_seconds = seconds_since(t0);
     if (params_.max_tokens == 0) finish(finish_reason::length);
 }

@@ -43,9 +43,9 @@ const std::vector<param_spec> kSpecs = {
     {"n_threads_draft", S::generator, T::integer, 0, 512, false, "", "0",
      "SSD drafter threads; 0: automatic (half of n_threads, the target keeps the rest)"},
     {"device", S::generator, T::text, 0, 0, false, "", "cpu", "cpu, cuda (device 0) or cuda:N"},
-    {"draft_kind", S::generator, T::choice, 0, 0, false, "none|ngram|self|model", "none",
+    {"draft_kind", S::generator, T::choice, 0, 0, false, "none|ngram|self|model|auto", "none",
      "drafter: none (plain decoding), ngram (prompt lookup), self (the target's first self_layers layers), "
-     "model (draft_model)"},
+     "model (draft_model), auto (picks none/ngram/self+NanoSpec and gamma per round from a measured cost model)"},
     {"draft_model", S::generator, T::text, 0, 0, false, "", "", "draft GGUF with the target's vocabulary (draft_kind model)"},
     {"verify", S::generator, T::choice, 0, 0, false, "token|block", "block",
      "verification: token-wise rejection sampling or block/hierarchical (HSD)"},
@@ -60,7 +60,7 @@ const std::vector<param_spec> kSpecs = {
     {"ngram_min", S::generator, T::integer, 1, 64, false, "", "1", "n-gram drafter: shortest suffix matched (<= ngram_max)"},
     {"nanospec", S::generator, T::flag, 0, 1, false, "", "false", "draft head over the in-context vocabulary (NanoSpec)"},
     {"nanospec_capacity", S::generator, T::integer, 16, 1 << 20, false, "", "3072", "most ids in the NanoSpec vocabulary"},
-    {"nanospec_topk", S::generator, T::integer, 1, 64, false, "", "3", "target top-k ids added to it per prompt/verified row"},
+    {"nanospec_topk", S::generator, T::integer, 1, 64, false, "", "16", "target top-k ids added to it per prompt/verified row"},
     {"frspec", S::generator, T::integer, 0, kI32, false, "", "0", "FR-Spec baseline: draft head over the N most frequent ids; 0: off"},
     {"frspec_path", S::generator, T::text, 0, 0, false, "", "", "FR-Spec frequency table (needed when frspec > 0)"},
     {"reuse_draft_hidden", S::generator, T::flag, 0, 1, false, "", "true",
@@ -133,14 +133,15 @@ const char* draft_kind_name(draft_kind k) {
         case draft_kind::ngram: return "ngram";
         case draft_kind::self: return "self";
         case draft_kind::model: return "model";
+        case draft_kind::automatic: return "auto";
     }
     return "?";
 }
 
 draft_kind parse_draft_kind(const std::string& name) {
-    for (draft_kind k : {draft_kind::none, draft_kind::ngram, draft_kind::self, draft_kind::model})
+    for (draft_kind k : {draft_kind::none, draft_kind::ngram, draft_kind::self, draft_kind::model, draft_kind::automatic})
         if (name == draft_kind_name(k)) return k;
-    throw invalid_argument_error("draft kind must be one of none, ngram, self, model (a draft GGUF goes with kind model), got '" +
+    throw invalid_argument_error("draft kind must be one of none, ngram, self, model, auto (a draft GGUF goes with kind model), got '" +
                                  name + "'");
 }
 
@@ -226,9 +227,10 @@ void generator_params::set_draft(draft_kind kind, const std::string& path) {
     switch (kind) {
         case draft_kind::none: draft.clear(); break;
         case draft_kind::ngram:
-        case draft_kind::self: draft = draft_kind_name(kind); break;
+        case draft_kind::self:
+        case draft_kind::automatic: draft = draft_kind_name(kind); break;
         // The engine reads the bare words self/ngram as drafter kinds: a file so named needs a path.
-        case draft_kind::model: draft = (path == "self" || path == "ngram") ? "./" + path : path; break;
+        case draft_kind::model: draft = (path == "self" || path == "ngram" || path == "auto") ? "./" + path : path; break;
     }
 }
 
@@ -261,7 +263,10 @@ void generator_params::validate() const {
         expect.set_draft(draft_type, draft_model);
         require(expect.draft == draft, "draft ('" + draft + "') disagrees with draft_kind " + draft_kind_name(draft_type));
     }
-    const bool neural = !draft.empty() && draft != "ngram";
+    const bool automatic = draft == "auto";
+    require(!automatic || (!ssd && !nanospec && frspec == 0),
+            "draft_kind auto chooses the drafter and its head itself: leave ssd, nanospec and frspec off");
+    const bool neural = !draft.empty() && draft != "ngram" && !automatic;
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");

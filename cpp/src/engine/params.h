@@ -17,9 +17,11 @@ enum class ssd_schedule { uniform, geometric };  // SSD fan-out per outcome (doc
 enum class ssd_backup_mode { neural, fast };    // SSD cache miss: draft K now | n-gram point masses
 
 // What drafts the tokens the target verifies.
-enum class draft_kind { none, ngram, self, model };
-const char* draft_kind_name(draft_kind k);  // "none", "ngram", "self", "model"
-// "none" | "ngram" | "self" | "model"; anything else: invalid_argument_error naming the valid kinds.
+// automatic ("auto"): the auto speculator picks plain decoding, n-gram lookup or the self drafter with
+// NanoSpec per request and between rounds (speculative/auto/auto_speculator.h, docs/ALGORITHMS.md section 8).
+enum class draft_kind { none, ngram, self, model, automatic };
+const char* draft_kind_name(draft_kind k);  // "none", "ngram", "self", "model", "auto"
+// "none" | "ngram" | "self" | "model" | "auto"; anything else: invalid_argument_error naming the valid kinds.
 draft_kind parse_draft_kind(const std::string& name);
 
 // The device string, parsed in one place: "cpu", "cuda" (device 0) or "cuda:N".
@@ -62,7 +64,7 @@ struct generator_params {
     int32_t ngram_min = 1;        // shortest suffix matched
     bool nanospec = false;        // draft head over the in-context vocabulary (docs/ALGORITHMS.md section 3)
     int32_t nanospec_capacity = 3072;
-    int32_t nanospec_topk = 3;    // target top-k ids added to S per prefill/verified row (paper: 3)
+    int32_t nanospec_topk = 16;   // target top-k ids added to S per prefill/verified row (paper: 3; 16 measured faster)
     int32_t frspec = 0;           // FR-Spec baseline: draft head over the N most frequent tokens
     std::string frspec_path;      // FR-Spec frequency table (tools/build_frspec_table.py); needed when frspec > 0
     // Self drafter over all layers: verification reuses the drafter's hidden states (the target's own)

@@ -112,7 +112,8 @@ void bind_params(nb::module_& m) {
         .value("none", draft_kind::none)
         .value("ngram", draft_kind::ngram)
         .value("self", draft_kind::self)
-        .value("model", draft_kind::model);
+        .value("model", draft_kind::model)
+        .value("auto", draft_kind::automatic);
 
     nb::class_<generator_params>(m, "GeneratorParams")
         .def(nb::init<>())

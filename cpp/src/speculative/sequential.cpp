@@ -11,6 +11,7 @@
 #include "speculative/drafters/neural.h"
 #include "speculative/speculator.h"
 #include "speculative/ssd/ssd.h"
+#include "speculative/auto/auto_speculator.h"
 
 namespace specgen {
 
@@ -95,6 +96,7 @@ std::unique_ptr<speculator> make_speculator(const generator_params& params, cons
                                             kv_cache& target_cache, backend& be) {
     if (params.ssd) return std::make_unique<ssd_speculator>(params, target, tok, be.host_memory() ? &target_cache : nullptr);
     if (params.draft.empty()) return nullptr;
+    if (params.draft == "auto") return make_auto_speculator(params, target, tok, target_cache, be);
     return std::make_unique<sequential_speculator>(params, target, tok, target_cache, be);
 }
 

@@ -51,8 +51,12 @@ public:
     // k > 0: begin() wants the target's top-k ids at every prompt row the prefill forwards (NanoSpec
     // seeds S from them; docs/ALGORITHMS.md section 3); 0: it does not.
     virtual int prompt_topk() const { return 0; }
+    // How many of the LAST prompt rows the top-k is wanted for (the rest contribute their prompt ids
+    // only, which S holds anyway): the full 262k-row head over every prompt row would cost more than
+    // the prefill's layers (docs/ALGORITHMS.md section 3).
+    static constexpr int kPromptTopkRows = 64;
     // A request starts: prompt = its history (the last token pending); topk: [n_topk_rows, prompt_topk()]
-    // ids, best first. Sets stats.vocab_set_size.
+    // ids, best first, of the last n_topk_rows (<= kPromptTopkRows) forwarded prompt rows. Sets stats.vocab_set_size.
     virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
                        int64_t n_topk_rows, generation_stats& stats) = 0;
     // The proposal for the round after `history` (its last token pending): at most max_n tokens

@@ -4,6 +4,7 @@ line override the preset's values.
 
     specgen bench --preset ssd          # SSD / Saguaro against sequential drafting, same threads
     specgen bench --preset nanospec     # full head vs FR-Spec vs NanoSpec heads of the self drafter
+    specgen bench --preset auto         # draft="auto" against the fixed configurations, predicted vs measured
     specgen bench --preset report       # regenerates docs/bench/ (REPORT.md, bench.*, core.md)
 """
 from __future__ import annotations
@@ -28,6 +29,13 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         configs=("ar,self:g4,self:noreuse:g4,frspec32768:g4,nanospec:g4,nanospec:noreuse:g4,nanospec:k8:g4,"
                  "nanospec:k16:g4,frspec32768:p0.4:g4,nanospec:k16:p0.4:g4"),
         prompts="text", max_tokens=128, repeats=1, threads="2", temp="0", peer=False,
+    ),
+    # draft="auto" against the fixed configurations on every prompt set at T=0 and T=1, with the
+    # policy's predicted decode tok/s next to the measured one (docs/ALGORITHMS.md section 8).
+    "auto": dict(
+        configs="ar,auto,ngram:block,self:block,nanospec:block",
+        prompts="text,edit,code,chat", n_prompts=2, max_tokens=64, draft_max="8", threads="2", temp="0,1",
+        peer=False,
     ),
     # The committed sample report docs/bench/ (run from the repository root): every configuration of
     # the README's table at temperatures 0 and 1, then `core` appended to REPORT.md.

@@ -115,6 +115,22 @@ def _ssd_rows(res: Dict[str, Any]):
     return ["config", "ssd hit", "branches/round", "target wait", "overlap", "head ms/draft", "|S|"], rows
 
 
+def _auto_rows(res: Dict[str, Any]):
+    """draft auto: the policy's predicted decode tok/s next to the measured one, per prompt set."""
+    sets = res["meta"]["prompt_sets"] + ["all"]
+    rows = []
+    for c in res["cells"]:
+        if c["status"] != "ok":
+            continue
+        for s in sets:
+            p = c["sets"].get(s, {}).get("pooled", {})
+            pred, meas = p.get("auto_predicted_tps"), p.get("auto_measured_tps")
+            if pred is None or not meas:
+                continue
+            rows.append([c["label"], s, fmt(pred), fmt(meas), fmt(pred / meas), fmt(c["sets"][s].get("speedup"))])
+    return ["config", "set", "predicted tok/s", "measured tok/s", "predicted/measured", "speedup"], rows
+
+
 def _peer_rows(res: Dict[str, Any]):
     peer = res.get("peer")
     if not peer or not peer.get("available"):
@@ -154,6 +170,10 @@ def table(res: Dict[str, Any]) -> str:
     if rows:
         out += ["", "SSD and draft head (hit = rounds drafted from the speculation cache; wait = share of decode time "
                     "the target waited for the drafter; overlap = drafter busy / verify time):", _grid(h, rows)]
+    h, rows = _auto_rows(res)
+    if rows:
+        out += ["", "draft auto: the cost model's prediction against the measurement (pooled over the set's runs):",
+                _grid(h, rows)]
     pr = _peer_rows(res)
     out += ["", _peer_line(res)]
     if pr:

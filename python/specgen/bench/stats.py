@@ -105,13 +105,19 @@ def pool_runs(stats_list: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     drafted: List[int] = []
     accepted: List[int] = []
     vocab = 0
+    pred_seconds = 0.0  # draft auto: decode time the policy predicted (n_generated / predicted tok/s)
     for s in stats_list:
+        pred = s.get("auto_predicted_tokens_per_second", 0) or 0
+        if pred > 0:
+            pred_seconds += (s.get("n_generated", 0) or 0) / pred
         for k in _SUMMED:
             out[k] += s.get(k, 0) or 0
         drafted = _add_vectors(drafted, s.get("drafted_at", []) or [])
         accepted = _add_vectors(accepted, s.get("accepted_at", []) or [])
         vocab = max(vocab, int(s.get("vocab_set_size", 0) or 0))
     out["n_runs"] = len(stats_list)
+    out["auto_predicted_tps"] = out["n_generated"] / pred_seconds if pred_seconds > 0 else None
+    out["auto_measured_tps"] = out["n_generated"] / out["decode_seconds"] if pred_seconds > 0 and out["decode_seconds"] else None
     out["drafted_at"] = drafted
     out["accepted_at"] = accepted
     out["vocab_set_size"] = vocab

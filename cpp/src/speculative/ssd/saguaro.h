@@ -1,4 +1,4 @@
-// Saguaro sampling and the fan-out schedule of SSD (docs/ALGORITHMS.md sections 4.5-4.6).
+// Saguaro sampling and the fan-out schedule of SSD (docs/ALGORITHMS.md sections 4.5 and 4.6).
 #pragma once
 #include <vector>
 

@@ -1,0 +1,141 @@
+// docs/ALGORITHMS.md section 8: the auto speculator (auto_speculator.h).
+#include "speculative/auto/auto_speculator.h"
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "speculative/auto/calibration.h"
+#include "speculative/auto/policy.h"
+#include "speculative/drafters/drafters.h"
+
+namespace specgen {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+
+int force_switch_every() {
+    const char* v = std::getenv("SPECGEN_AUTO_FORCE_SWITCH");
+    return v && *v ? std::max(0, std::atoi(v)) : 0;
+}
+
+class auto_speculator final : public speculator {
+public:
+    auto_speculator(const generator_params& params, const model& target, const tokenizer& tok, kv_cache& cache,
+                    backend& be)
+        : draft_max_(params.draft_max),
+          costs_(load_or_measure_costs(target, be, cache, params.model_path, params.n_threads, params.device, cost_source_)),
+          policy_(costs_, params.draft_max, true),
+          force_every_(force_switch_every()),
+          shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
+        generator_params p = params;
+        p.set_draft(draft_kind::ngram);
+        candidates_[size_t(auto_method::ngram)] = make_speculator(p, target, tok, cache, be);
+        p.set_draft(draft_kind::self);
+        p.self_layers = 0;  // every layer: the hand-over (docs/ALGORITHMS.md section 4.7)
+        p.nanospec = true;
+        candidates_[size_t(auto_method::self_nanospec)] = make_speculator(p, target, tok, cache, be);
+    }
+
+    int prompt_topk() const override { return candidates_[size_t(auto_method::self_nanospec)]->prompt_topk(); }
+
+    void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
+               int64_t n_topk_rows, generation_stats& stats) override {
+        request_ = request;
+        for (auto& c : candidates_)
+            if (c) c->begin(prompt, request, topk, n_topk_rows, stats);
+        n_ids_ = stats.vocab_set_size;
+        policy_.begin(prompt, request.sampling.temperature);
+        shadow_->begin(prompt);
+        rounds_ = 0;
+        have_current_ = false;
+        sum_pred_tokens_ = sum_pred_seconds_ = 0;
+        stats.auto_n_switches = 0;
+    }
+
+    void propose(const std::vector<int32_t>& history, int max_n, rng& gen, proposal& out,
+                 generation_stats& stats) override {
+        t_round_ = clock_type::now();
+        out.clear();
+        // The n-gram drafter's proposal is free: run it every round to score n-gram acceptance.
+        shadow_tokens_.clear();
+        proposal shadow;
+        rng unused(0);  // a point-mass drafter draws nothing; never touch the request's generator
+        shadow_->propose(history, std::min(draft_max_, std::max(0, max_n)), request_.sampling, 0.0f, unused, shadow);
+        shadow_tokens_ = shadow.tokens;
+
+        auto_choice c = policy_.choose(n_ids_);
+        if (force_every_ > 0) {
+            // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
+            const int turn = (rounds_ / force_every_) % kAutoMethods;
+            c = policy_.predict(auto_method(kAutoMethods - 1 - turn), n_ids_);
+        }
+        rounds_ += 1;
+        if (have_current_ && c.method != current_) stats.auto_n_switches += 1;
+        current_ = c.method;
+        have_current_ = true;
+        choice_ = c;
+        stats.auto_method = int64_t(c.method);
+        sum_pred_tokens_ += c.predicted_tokens;
+        sum_pred_seconds_ += c.predicted_seconds;
+        stats.auto_predicted_tokens_per_second = sum_pred_seconds_ > 0 ? sum_pred_tokens_ / sum_pred_seconds_ : 0;
+        if (c.method == auto_method::none || c.gamma <= 0) return;
+        candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), gen, out, stats);
+    }
+
+    void observe(const verify_outcome& v, generation_stats& stats) override {
+        const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
+        // The round's real cost model input is the gamma it verified (a drafter may stop early).
+        const double predicted = costs_.round_seconds(current_, v.gamma, n_ids_);
+        policy_.observe(current_, v.gamma, v.n_accepted, seconds, predicted);
+        // Shadow n-gram score: how much of its proposal the emitted tokens x_1..x_k, y confirm.
+        const int n_emitted = v.n_accepted + 1;
+        int matched = 0;
+        const int g = int(shadow_tokens_.size());
+        while (matched < g && matched < n_emitted) {
+            const int32_t e = matched < v.n_accepted ? v.drafted[matched] : v.next_token;
+            if (e != shadow_tokens_[size_t(matched)]) break;
+            matched += 1;
+        }
+        // Past the emitted tokens the shadow cannot be judged: count only what was seen.
+        if (g > n_emitted && matched == n_emitted) policy_.observe_shadow_ngram(matched, matched);
+        else policy_.observe_shadow_ngram(g, matched);
+        for (auto& c : candidates_)
+            if (c) c->observe(v, stats);
+        n_ids_ = stats.vocab_set_size;
+    }
+
+    void end() override {
+        for (auto& c : candidates_)
+            if (c) c->end();
+    }
+
+private:
+    int draft_max_;
+    std::string cost_source_;
+    cost_model costs_;
+    auto_policy policy_;
+    int force_every_;
+    std::unique_ptr<drafter> shadow_;
+    std::array<std::unique_ptr<speculator>, kAutoMethods> candidates_{};  // [none] stays null
+    speculation_request request_;
+    std::vector<int32_t> shadow_tokens_;
+    int64_t n_ids_ = 0;
+    int rounds_ = 0;
+    bool have_current_ = false;
+    auto_method current_ = auto_method::none;
+    auto_choice choice_;
+    double sum_pred_tokens_ = 0, sum_pred_seconds_ = 0;
+    clock_type::time_point t_round_;
+};
+}  // namespace
+
+std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const model& target, const tokenizer& tok,
+                                                 kv_cache& target_cache, backend& be) {
+    return std::make_unique<auto_speculator>(params, target, tok, target_cache, be);
+}
+
+}  // namespace specgen

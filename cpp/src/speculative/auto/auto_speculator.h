@@ -1,0 +1,28 @@
+// draft_kind auto (docs/ALGORITHMS.md section 8): a speculator that owns one candidate speculator per
+// method -- n-gram lookup and the self drafter over every layer with NanoSpec (with the hand-over) --
+// and before every round picks plain decoding or one of them, and gamma, by the measured cost model
+// (cost_model.h, calibration.h) and the live per-request acceptance and timings (policy.h).
+//
+// Lossless: a round's method and gamma are fixed before its proposal is drawn, from outcomes already
+// emitted and times already measured; each round is then verified exactly (sections 1-2), so the
+// output distribution is plain decoding's whatever the sequence of choices.
+//
+// Every candidate observes every verdict (the self drafter's S keeps growing while n-gram runs, and
+// drafters catch up on the history they missed: speculative/drafters/drafter.h), so a switch costs
+// nothing but the drafter's catch-up. SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles self+nanospec,
+// ngram, none every k rounds regardless of the prediction (gamma still from the cost model).
+//
+// SSD is not a candidate: it pays only when the drafter and the target do not share memory
+// bandwidth (a drafter on another device); auto's drafters always run on the target's device, where
+// SSD measured 0.46x-0.8x of sequential drafting. Switching SSD on and off inside a request is not built.
+#pragma once
+#include <memory>
+
+#include "speculative/speculator.h"
+
+namespace specgen {
+
+std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const model& target, const tokenizer& tok,
+                                                 kv_cache& target_cache, backend& be);
+
+}  // namespace specgen

@@ -1,0 +1,187 @@
+// docs/ALGORITHMS.md section 8.1: measuring the per-row costs and caching them.
+#include "speculative/auto/calibration.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <sys/stat.h>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/params.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace specgen {
+
+namespace {
+constexpr int kMaxRows = 9;      // g + 1 for draft_max 8
+constexpr int kRepeats = 3;
+constexpr int kSubsetIds = 2048; // |S| of the subset-head measurement
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+uint64_t fnv1a(const std::string& s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h;
+}
+
+void put_list(std::ostringstream& o, const char* key, const std::vector<double>& v) {
+    o << "  \"" << key << "\": [";
+    for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+    o << "],\n";
+}
+
+// The numbers after "key": (one, or a [list]).
+bool get_numbers(const std::string& t, const std::string& key, std::vector<double>& out) {
+    out.clear();
+    size_t at = t.find("\"" + key + "\"");
+    if (at == std::string::npos) return false;
+    at = t.find(':', at);
+    if (at == std::string::npos) return false;
+    ++at;
+    while (at < t.size() && (t[at] == ' ' || t[at] == '\n')) ++at;
+    const bool list = at < t.size() && t[at] == '[';
+    if (list) ++at;
+    while (at < t.size()) {
+        while (at < t.size() && (t[at] == ' ' || t[at] == ',' || t[at] == '\n')) ++at;
+        if (at >= t.size() || t[at] == ']' || t[at] == '}') break;
+        char* end = nullptr;
+        const double v = std::strtod(t.c_str() + at, &end);
+        if (end == t.c_str() + at) return false;
+        out.push_back(v);
+        at = size_t(end - t.c_str());
+        if (!list) break;
+    }
+    return !out.empty();
+}
+}  // namespace
+
+cost_model measure_costs(const model& target, backend& be, kv_cache& cache) {
+    evaluator ev(target, be);
+    const hparams& hp = target.hp();
+    std::vector<int32_t> tokens(kMaxRows);
+    for (int i = 0; i < kMaxRows; ++i) tokens[size_t(i)] = (i * 7919 + 2) % hp.n_vocab;
+    std::vector<float> logits(size_t(kMaxRows) * hp.n_vocab);
+    std::vector<int32_t> ids(size_t(std::min(kSubsetIds, hp.n_vocab)));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * (hp.n_vocab / int(ids.size())));
+    cost_model c;
+    c.verify.assign(kMaxRows, std::numeric_limits<double>::infinity());
+    c.head_full.assign(kMaxRows, std::numeric_limits<double>::infinity());
+    double body1 = std::numeric_limits<double>::infinity(), sub = body1, sub_small = body1;
+    ev.forward(cache, tokens.data(), 1, 0, hp.n_layer);  // warm-up (page in the weights)
+    ev.logits(ev.hidden(), 1, logits.data());
+    for (int rep = 0; rep < kRepeats; ++rep) {
+        for (int r = 1; r <= kMaxRows; ++r) {
+            const double t0 = now();
+            ev.forward(cache, tokens.data(), r, 0, hp.n_layer);
+            const double t1 = now();
+            ev.logits(ev.hidden(), r, logits.data());
+            const double t2 = now();
+            c.verify[size_t(r - 1)] = std::min(c.verify[size_t(r - 1)], t2 - t0);
+            c.head_full[size_t(r - 1)] = std::min(c.head_full[size_t(r - 1)], t2 - t1);
+            if (r == 1) {
+                body1 = std::min(body1, t1 - t0);
+                const double t3 = now();
+                ev.logits_selected(ev.hidden(), 1, ids.data(), int(ids.size()), logits.data());
+                const double t4 = now();
+                ev.logits_selected(ev.hidden(), 1, ids.data(), int(ids.size()) / 8, logits.data());
+                const double t5 = now();
+                sub = std::min(sub, t4 - t3);
+                sub_small = std::min(sub_small, t5 - t4);
+            }
+        }
+    }
+    // T(R) and the head are non-decreasing in R; smooth the noise of single measurements.
+    for (int r = 1; r < kMaxRows; ++r) {
+        c.verify[size_t(r)] = std::max(c.verify[size_t(r)], c.verify[size_t(r - 1)]);
+        c.head_full[size_t(r)] = std::max(c.head_full[size_t(r)], c.head_full[size_t(r - 1)]);
+    }
+    c.body_row = body1;
+    const double n_big = double(ids.size()), n_small = double(ids.size() / 8);
+    c.head_per_id = std::max(0.0, (sub - sub_small) / (n_big - n_small));
+    c.head_subset_base = std::max(0.0, sub_small - c.head_per_id * n_small);
+    return c;
+}
+
+std::string cost_model_json(const cost_model& c) {
+    std::ostringstream o;
+    o.precision(9);
+    o << "{\n  \"version\": 1,\n";
+    put_list(o, "verify_seconds", c.verify);
+    put_list(o, "head_full_seconds", c.head_full);
+    o << "  \"body_row_seconds\": " << c.body_row << ",\n";
+    o << "  \"head_per_id_seconds\": " << c.head_per_id << ",\n";
+    o << "  \"head_subset_base_seconds\": " << c.head_subset_base << "\n}\n";
+    return o.str();
+}
+
+bool parse_cost_model_json(const std::string& text, cost_model& out) {
+    std::vector<double> v;
+    cost_model c;
+    if (!get_numbers(text, "verify_seconds", c.verify) || !get_numbers(text, "head_full_seconds", c.head_full)) return false;
+    if (!get_numbers(text, "body_row_seconds", v)) return false;
+    c.body_row = v[0];
+    if (!get_numbers(text, "head_per_id_seconds", v)) return false;
+    c.head_per_id = v[0];
+    if (!get_numbers(text, "head_subset_base_seconds", v)) return false;
+    c.head_subset_base = v[0];
+    for (double x : c.verify)
+        if (!(x > 0)) return false;
+    if (!c.valid()) return false;
+    out = c;
+    return true;
+}
+
+cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cache, const std::string& model_path,
+                                 int n_threads, const std::string& device, std::string& source) {
+    source.clear();
+    const char* env = std::getenv("SPECGEN_CALIBRATION");
+    const std::string over = env ? env : "";
+    if (over == "off") return measure_costs(target, be, cache);
+    std::string path = over;
+    if (path.empty()) {
+        struct stat st {};
+        const long long size = ::stat(model_path.c_str(), &st) == 0 ? (long long)st.st_size : -1;
+        const std::string key = model_path + "|" + std::to_string(size) + "|" + std::to_string(n_threads) + "|" + device +
+                                "|" + std::to_string(std::thread::hardware_concurrency()) + "|" + version();
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key));
+        const char* xdg = std::getenv("XDG_CACHE_HOME");
+        const char* home = std::getenv("HOME");
+        if (!(xdg && *xdg) && !(home && *home)) return measure_costs(target, be, cache);
+        const std::string dir = (xdg && *xdg) ? std::string(xdg) + "/specgen" : std::string(home) + "/.cache/specgen";
+        ::mkdir((xdg && *xdg) ? xdg : (std::string(home) + "/.cache").c_str(), 0755);
+        ::mkdir(dir.c_str(), 0755);
+        path = dir + "/calibration-" + hex + ".json";
+    }
+    {
+        std::ifstream in(path);
+        if (in) {
+            std::stringstream ss;
+            ss << in.rdbuf();
+            cost_model c;
+            if (parse_cost_model_json(ss.str(), c)) {
+                source = path;
+                return c;
+            }
+        }
+    }
+    cost_model c = measure_costs(target, be, cache);
+    const std::string tmp = path + ".tmp" + std::to_string(uint64_t(now() * 1e6));
+    std::ofstream out(tmp);
+    if (out << cost_model_json(c)) {
+        out.close();
+        if (std::rename(tmp.c_str(), path.c_str()) == 0) source = path;
+    }
+    std::remove(tmp.c_str());
+    return c;
+}
+
+}  // namespace specgen

@@ -1,0 +1,30 @@
+// The cost model's measurement (docs/ALGORITHMS.md section 8.1): a few target forwards at load,
+// cached per model + machine in a small JSON file so that later loads skip them.
+//
+// Cache file: $SPECGEN_CALIBRATION when set (read when it exists, else written there), otherwise
+// ~/.cache/specgen/calibration-<hash>.json with hash = FNV-1a of (model path, file size, threads,
+// device, hardware threads, version). SPECGEN_CALIBRATION=off measures every load and writes nothing.
+#pragma once
+#include <string>
+
+#include "speculative/auto/cost_model.h"
+
+namespace specgen {
+
+class model;
+class kv_cache;
+struct backend;
+
+// Measures T(R) for R = 1..9, the full head over R rows, a body row and the subset head (min of 3
+// repeats each) by forwarding into rows 0..8 of `cache` (the next prefill overwrites them).
+cost_model measure_costs(const model& target, backend& be, kv_cache& cache);
+
+// The cached model for this model + machine, or a fresh measurement (then cached).
+// `source` is set to the file read or written ("" when not cached).
+cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cache, const std::string& model_path,
+                                 int n_threads, const std::string& device, std::string& source);
+
+std::string cost_model_json(const cost_model& c);
+bool parse_cost_model_json(const std::string& text, cost_model& out);  // false when malformed
+
+}  // namespace specgen

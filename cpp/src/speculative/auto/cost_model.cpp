@@ -1,0 +1,52 @@
+// docs/ALGORITHMS.md section 8.1: round times of each method from the measured per-row costs.
+#include "speculative/auto/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace specgen {
+
+const char* auto_method_name(auto_method m) {
+    switch (m) {
+        case auto_method::none: return "none";
+        case auto_method::ngram: return "ngram";
+        case auto_method::self_nanospec: return "self+nanospec";
+    }
+    return "?";
+}
+
+namespace {
+double extrapolate(const std::vector<double>& t, int rows) {
+    if (t.empty()) return 0;
+    rows = std::max(rows, 1);
+    const int n = int(t.size());
+    if (rows <= n) return t[size_t(rows - 1)];
+    const double slope = n >= 2 ? std::max(0.0, t[size_t(n - 1)] - t[size_t(n - 2)]) : t[0];
+    return t[size_t(n - 1)] + slope * (rows - n);
+}
+}  // namespace
+
+double cost_model::verify_seconds(int rows) const { return extrapolate(verify, rows); }
+double cost_model::head_seconds(int rows) const { return extrapolate(head_full, rows); }
+
+double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
+    if (g <= 0 || m == auto_method::none) return verify_seconds(1);
+    switch (m) {
+        case auto_method::ngram:  // lookup costs microseconds; the target verifies g + 1 rows
+            return verify_seconds(g + 1);
+        case auto_method::self_nanospec:
+            // g + 1 body rows (the last one for the hand-over), g heads over S; the verification
+            // then runs only the full head over the g + 1 handed-over rows (section 4.7).
+            return (g + 1) * body_row + g * subset_head_seconds(n_ids) + head_seconds(g + 1);
+        default: return verify_seconds(1);
+    }
+}
+
+double expected_tokens(double a, int g) {
+    if (g <= 0) return 1.0;
+    a = std::min(std::max(a, 0.0), 1.0);
+    if (a >= 1.0 - 1e-9) return double(g + 1);
+    return (1.0 - std::pow(a, g + 1)) / (1.0 - a);
+}
+
+}  // namespace specgen

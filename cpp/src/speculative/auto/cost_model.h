@@ -1,0 +1,37 @@
+// The auto speculator's cost model (docs/ALGORITHMS.md section 8.1): per-row costs measured on this
+// machine (calibration.h) and the predicted tokens per second of each method at acceptance a and
+// draft length g. Pure arithmetic: no engine state.
+#pragma once
+#include <vector>
+
+namespace specgen {
+
+// The methods auto chooses among, in the order SPECGEN_AUTO_FORCE_SWITCH cycles through them. The
+// values are published as the auto_method stat.
+enum class auto_method { none = 0, ngram = 1, self_nanospec = 2 };
+constexpr int kAutoMethods = 3;
+const char* auto_method_name(auto_method m);
+
+struct cost_model {
+    // Seconds, measured (calibration.h). R = rows in one target call.
+    std::vector<double> verify;     // verify[R-1]: T(R), the target's layers + full head over R rows, R = 1..9
+    std::vector<double> head_full;  // head_full[R-1]: the full LM head alone over R rows
+    double body_row = 0;            // the target's layers over one row (a self-drafter body row)
+    double head_per_id = 0;         // the head over one row and one id of a subset S (NanoSpec) per id
+    double head_subset_base = 0;    // the subset head's fixed cost per row
+
+    bool valid() const { return !verify.empty() && verify.size() == head_full.size() && body_row > 0; }
+    // T(R) and the head over R rows, extrapolated linearly past the measured R.
+    double verify_seconds(int rows) const;
+    double head_seconds(int rows) const;
+    // The self drafter's head over |S| ids for one row.
+    double subset_head_seconds(int n_ids) const { return head_subset_base + head_per_id * n_ids; }
+
+    // One round of `m` drafting g tokens (g = 0: a plain round), |S| = n_ids: draft + verify seconds.
+    double round_seconds(auto_method m, int g, int n_ids) const;
+};
+
+// E[tokens per round] at i.i.d. acceptance a and g drafted tokens: (1 - a^(g+1)) / (1 - a).
+double expected_tokens(double a, int g);
+
+}  // namespace specgen

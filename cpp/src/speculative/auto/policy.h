@@ -1,0 +1,58 @@
+// The auto speculator's choice (docs/ALGORITHMS.md section 8.2): per method a live acceptance
+// estimate (a prior before the method's first round), a timing correction, and the argmax of the
+// predicted tokens per second over methods and draft lengths. Every input is an outcome already
+// emitted or a time already measured, so the choice never depends on the round it is made for.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "speculative/auto/cost_model.h"
+
+namespace specgen {
+
+// The prompt's n-gram self-overlap: the fraction of prompt positions whose token equals the one
+// that followed the most recent earlier occurrence of the preceding token (a prompt-lookup hit
+// rate over the prompt itself: the n-gram prior).
+double prompt_self_overlap(const std::vector<int32_t>& prompt);
+
+struct auto_choice {
+    auto_method method = auto_method::none;
+    int gamma = 0;
+    double predicted_tokens = 1;   // E[tokens per round]
+    double predicted_seconds = 0;  // the round's predicted time (timing-corrected)
+    double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
+};
+
+class auto_policy {
+public:
+    auto_policy(const cost_model& costs, int draft_max, bool have_self) : costs_(costs), draft_max_(draft_max), have_self_(have_self) {}
+
+    // A request starts: priors from the prompt and the temperature.
+    void begin(const std::vector<int32_t>& prompt, float temperature);
+    // The best method and gamma for the next round; n_ids = |S| now.
+    auto_choice choose(int n_ids) const;
+    // The prediction for one method (used by choose() and the forced switches).
+    auto_choice predict(auto_method m, int n_ids) const;
+    // A round of `m` drafted `gamma` tokens, accepted n_accepted and took `seconds` (propose to verdict);
+    // predicted_seconds: what the cost model said it would take.
+    void observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds);
+    // Shadow evaluation of the n-gram drafter (free to run): its proposal matched the first
+    // n_matched of `gamma` emitted tokens.
+    void observe_shadow_ngram(int gamma, int n_matched);
+    double acceptance(auto_method m) const;
+
+private:
+    struct tracker {
+        double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
+        double prior = 0, prior_weight = 0;  // pseudo-counts
+        double measured_s = 0, predicted_s = 0;  // round seconds measured / predicted (the timing correction)
+    };
+    const cost_model& costs_;
+    int draft_max_;
+    bool have_self_;
+    std::array<tracker, kAutoMethods> t_{};
+    double time_scale(auto_method m) const;
+};
+
+}  // namespace specgen
