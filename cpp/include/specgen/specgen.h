@@ -210,6 +210,7 @@ typedef struct specgen_stats {
     specgen_finish_reason finish_reason;
     uint64_t seed;                     /* the seed used (the drawn one for SPECGEN_SEED_RANDOM) */
     int64_t n_prompt_tokens;           /* BOS included */
+    int64_t n_prompt_tokens_cached;    /* prompt tokens whose KV rows were reused from a slot (prefix reuse) */
     int64_t n_generated;               /* tokens emitted, end-of-generation token excluded */
     double prefill_seconds;
     double decode_seconds;

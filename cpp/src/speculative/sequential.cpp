@@ -23,7 +23,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 class sequential_speculator final : public speculator {
 public:
     sequential_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                          kv_cache& target_cache, backend& be)
+                          kv_cache& target_cache, backend& be, int seq)
         : p_min_(params.draft_p_min), length_(params) {
         if (params.draft == "ngram") {
             if (params.nanospec || params.frspec > 0)
@@ -33,7 +33,7 @@ public:
         }
         weights_ = load_neural_weights(params, target, tok);
         vocab_ = make_draft_vocab(params, *weights_.m);  // over the drafter's own head
-        drafter_ = make_neural_drafter(params, weights_, target_cache, be, vocab_.get());
+        drafter_ = make_neural_drafter(params, weights_, target_cache, be, vocab_.get(), seq);
     }
 
     int prompt_topk() const override { return vocab_ && vocab_->grows() ? vocab_->top_k() : 0; }
@@ -92,10 +92,12 @@ private:
 }  // namespace
 
 std::unique_ptr<speculator> make_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                            kv_cache& target_cache, backend& be) {
+                                            kv_cache& target_cache, backend& be, int seq) {
+    if (params.ssd && seq != 0)
+        throw invalid_argument_error("ssd runs one sequence at a time: it needs n_parallel = 1");
     if (params.ssd) return std::make_unique<ssd_speculator>(params, target, tok, be.host_memory() ? &target_cache : nullptr);
     if (params.draft.empty()) return nullptr;
-    return std::make_unique<sequential_speculator>(params, target, tok, target_cache, be);
+    return std::make_unique<sequential_speculator>(params, target, tok, target_cache, be, seq);
 }
 
 }  // namespace specgen
