@@ -48,7 +48,14 @@ int scheduler::n_waiting() const {
 
 void scheduler::submit(generation* r) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) throw error("the generator is shutting down");
+    auto refuse = [&] {  // never queued: nothing for the engine to let go of
+        r->released_ = true;
+        r->reason_.store(finish_reason::cancelled);
+    };
+    if (stop_) {
+        refuse();
+        throw error("the generator is shutting down");
+    }
     r->seq_no_ = next_seq_no_++;
     int free = 0;
     for (const slot& s : slots_) free += s.owner == nullptr;
@@ -61,6 +68,7 @@ void scheduler::submit(generation* r) {
             oldest->cancel_requested_ = true;
             oldest->unread_.clear();
         } else if (int(waiting_.size()) >= g_.params().max_queued) {
+            refuse();
             throw queue_full_error("all " + std::to_string(slots_.size()) + " slots are busy and " +
                                    std::to_string(waiting_.size()) + " requests wait (max_queued): try again later");
         }
