@@ -432,17 +432,36 @@ class Generator:
                 raise InvalidParameterError(f"seed: {len(seeds)} seeds for {len(prompts)} prompts")
             if stream:
                 raise InvalidParameterError("stream=True takes one prompt (call generate() once per stream)")
-            started = []
+            from specgen.errors import QueueFullError
+
+            started: List[Any] = []   # (gen, seed) per prompt, None once its result is collected
+            results: List[Optional[GenerationResult]] = []
             try:
                 for p_i, s_i in zip(prompts, seeds):
-                    started.append(self._start(p_i, exclusive=True, max_tokens=max_tokens, temperature=temperature,
-                                               top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
-                                               repeat_last_n=repeat_last_n, stop=stop, seed=s_i,
-                                               ignore_eos=ignore_eos, add_bos=add_bos, logprobs=logprobs))
-                return [self._finish(gen, s, logprobs) for gen, s in started]
+                    while True:
+                        try:
+                            started.append(self._start(
+                                p_i, exclusive=True, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                                top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
+                                stop=stop, seed=s_i, ignore_eos=ignore_eos, add_bos=add_bos, logprobs=logprobs))
+                            results.append(None)
+                            break
+                        except QueueFullError:
+                            # More prompts than slots + queue: collect the oldest running one first.
+                            k = next((i for i, s in enumerate(started) if s is not None), None)
+                            if k is None:
+                                raise
+                            results[k] = self._finish(*started[k], logprobs)
+                            started[k] = None
+                for k, s in enumerate(started):
+                    if s is not None:
+                        results[k] = self._finish(*s, logprobs)
+                        started[k] = None
+                return results
             except BaseException:
-                for gen, _ in started:
-                    gen.cancel()
+                for s in started:
+                    if s is not None:
+                        s[0].cancel()
                 raise
         if isinstance(seed, (list, tuple)):
             raise InvalidParameterError("a list of seeds goes with a list of prompts")
@@ -462,7 +481,7 @@ class Generator:
             while not gen.done:
                 gen.step()
         except BaseException:
-            gen.cancel()
+            gen.cancel(wait=False)  # Ctrl-C returns at once; the slot is freed before the next step
             raise
         lp = from_core(gen.logprobs()) if logprobs is not None else None
         return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, seed), lp)

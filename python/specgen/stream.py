@@ -33,7 +33,7 @@ class Stream(Iterator[str]):
                 if piece:
                     return piece
         except BaseException:
-            gen.cancel()
+            gen.cancel(wait=False)
             raise
         raise StopIteration
 

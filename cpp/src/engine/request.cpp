@@ -61,7 +61,7 @@ generation::~generation() {
 
 bool generation::done() const {
     std::lock_guard<std::mutex> lock(sched_->mu());
-    return released_ && unread_.empty() && n_seen_ == n_published_;
+    return released_ && unread_.empty() && !error_;
 }
 
 finish_reason generation::reason() const { return reason_.load(); }
@@ -89,7 +89,7 @@ std::string generation::next(double timeout_s, bool* ready) {
     return out;
 }
 
-void generation::cancel() { sched_->cancel(this); }
+void generation::cancel(bool wait) { sched_->cancel(this, wait); }
 
 std::vector<int32_t> generation::tokens() const {
     std::lock_guard<std::mutex> lock(sched_->mu());

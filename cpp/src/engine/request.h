@@ -59,8 +59,9 @@ public:
     // nothing happened in time.
     std::string next(double timeout_s, bool* ready);
     // Ends it early (finish_reason "cancelled" unless already ended); text not yet taken is dropped.
-    // Returns once the engine has released its slot.
-    void cancel();
+    // Returns once the engine has released its slot (wait = false: at once; the engine ends it before
+    // its next step, and the destructor waits).
+    void cancel(bool wait = true);
 
     std::vector<int32_t> tokens() const;  // emitted tokens, EOS excluded
     std::string text() const;

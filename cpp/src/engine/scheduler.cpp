@@ -77,7 +77,7 @@ void scheduler::submit(generation* r) {
     engine_cv_.notify_one();
 }
 
-void scheduler::cancel(generation* r) {
+void scheduler::cancel(generation* r, bool wait) {
     std::unique_lock<std::mutex> lock(mu_);
     if (r->released_) return;
     auto it = std::find(waiting_.begin(), waiting_.end(), r);
@@ -94,7 +94,7 @@ void scheduler::cancel(generation* r) {
     r->cancel_requested_ = true;
     r->unread_.clear();
     engine_cv_.notify_one();
-    if (std::this_thread::get_id() == engine_id_) return;  // the engine ends it before its next step
+    if (!wait || std::this_thread::get_id() == engine_id_) return;  // the engine ends it before its next step
     readers_cv_.wait(lock, [&] { return r->released_; });
 }
 

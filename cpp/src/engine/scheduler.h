@@ -39,8 +39,8 @@ public:
 
     // Queues r (admitted between steps). Throws queue_full_error.
     void submit(generation* r);
-    // Asks the engine to end r and waits until it has released r.
-    void cancel(generation* r);
+    // Asks the engine to end r and (wait) waits until it has released r.
+    void cancel(generation* r, bool wait = true);
     // Ends every request ("cancelled") and stops the engine thread (the generator is going away).
     void shutdown();
 

@@ -53,7 +53,8 @@ void bind_engine(nb::module_& m) {
              },
              nb::arg("timeout_s"), "(ready, text bytes): as step(), waiting at most timeout_s seconds (< 0: forever).")
         .def_prop_ro("seed", &generation::seed)
-        .def("cancel", &generation::cancel, nb::call_guard<nb::gil_scoped_release>())
+        .def("cancel", &generation::cancel, nb::arg("wait") = true, nb::call_guard<nb::gil_scoped_release>(),
+             "Ends it (finish_reason 'cancelled'); wait: until the engine has freed its slot.")
         .def_prop_ro("done", &generation::done)
         .def_prop_ro("finish_reason", [](const generation& g) { return std::string(finish_reason_name(g.reason())); })
         .def_prop_ro("tokens", [](const generation& g) { return g.tokens(); })
