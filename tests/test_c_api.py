@@ -108,3 +108,18 @@ def test_example_matches_python_sdk(example, api_dirs, model_path):
 def test_example_usage_error(example, api_dirs):
     r = subprocess.run([example], capture_output=True, text=True, env=_loader_env(api_dirs[1]))
     assert r.returncode == 2 and "usage" in r.stderr
+
+
+def test_requests_from_four_threads_equal_serial(api_dirs, compiler, model_path, tmp_path):
+    """tests/c/requests.c: 4 threads submit requests to one generator (n_parallel 4) and read them with
+    specgen_request_next; each text equals the same prompt run alone; a cancelled request ends CANCELLED."""
+    inc, lib = api_dirs
+    exe = tmp_path / "requests"
+    cmd = [compiler, "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", str(HERE / "c" / "requests.c"),
+           "-I", inc, "-L", lib, "-lspecgen", f"-Wl,-rpath,{lib}", "-lpthread", "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
+    for n_parallel in ("4", "1"):
+        r = subprocess.run([str(exe), model_path, "12", n_parallel], capture_output=True, text=True,
+                           env=_loader_env(lib), timeout=600, errors="replace")
+        assert r.returncode == 0 and "ALL CHECKS PASSED" in r.stderr, f"n_parallel {n_parallel}: exit {r.returncode}\n{r.stderr}"

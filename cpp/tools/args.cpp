@@ -45,6 +45,9 @@ general:
   -f,  --file FILE            read the prompt from FILE
   -n,  --n-predict N          tokens to generate, -1 = until EOS or the context is full (default: 256)
   -c,  --ctx-size N           context size in tokens (default: 4096)
+  -np, --parallel N           KV slots: sequences decoded together (default: 1; this CLI runs one request)
+  -ctk, --cache-type-k T      KV cache key type: f32, f16, q8_0 (default: f32)
+  -ctv, --cache-type-v T      KV cache value type: f32, f16, q8_0 (default: f32)
   -t,  --threads N            compute threads, 0 = automatic (default: all cores, at most 8)
   -td, --threads-draft N      SSD drafter threads, 0 = automatic (default: half of --threads, the target keeps the rest)
        --device DEV           cpu, cuda or cuda:N (default: cpu)
@@ -173,6 +176,9 @@ options parse_args(int argc, char** argv) {
     add({"--verify"}, [&](const std::string& f, const std::string& v) {
         g.verify = parse_as("verify", f, v) == 0 ? verify_mode::token : verify_mode::block;
     });
+    add({"-np", "--parallel"}, [&](const std::string& f, const std::string& v) { g.n_parallel = int32_t(parse_as("n_parallel", f, v)); });
+    add({"-ctk", "--cache-type-k"}, [&](const std::string& f, const std::string& v) { g.type_k = kv_type(int(parse_as("type_k", f, v))); });
+    add({"-ctv", "--cache-type-v"}, [&](const std::string& f, const std::string& v) { g.type_v = kv_type(int(parse_as("type_v", f, v))); });
     add({"--ssd-fanout"}, [&](const std::string& f, const std::string& v) { g.ssd_fanout = int32_t(parse_as("ssd_fanout", f, v)); });
     add({"--ssd-budget"}, [&](const std::string& f, const std::string& v) { g.ssd_budget = int32_t(parse_as("ssd_budget", f, v)); });
     add({"--saguaro-c"}, [&](const std::string& f, const std::string& v) { g.saguaro_c = float(parse_as("saguaro_c", f, v)); });

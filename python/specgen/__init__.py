@@ -10,6 +10,7 @@ from specgen.errors import (
     GenerationCancelled,
     InvalidParameterError,
     ModelLoadError,
+    QueueFullError,
     SpecgenError,
     SpecgenNotImplementedError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "InvalidParameterError",
     "SpecgenNotImplementedError",
     "GenerationCancelled",
+    "QueueFullError",
 ]
 
 

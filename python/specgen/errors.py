@@ -26,5 +26,9 @@ class DeviceError(SpecgenError, RuntimeError):
     device is present, device memory ran out, or a CUDA call failed."""
 
 
+class QueueFullError(SpecgenError):
+    """Every slot of the Generator is busy and its waiting queue (max_queued) is full."""
+
+
 class GenerationCancelled(SpecgenError):
     """A generation was stopped by its caller."""

@@ -94,6 +94,13 @@ def _choice(name: str, value: Any, enum: Any) -> Any:
     return getattr(enum, _specs()[name]["choices"][_param(name, value)])
 
 
+def _is_prompt_list(prompt: Any) -> bool:
+    """A list of prompts (str / bytes, or token-id lists) rather than one prompt of token ids."""
+    if not isinstance(prompt, (list, tuple)) or not prompt:
+        return False
+    return all(isinstance(p, (str, bytes, bytearray, list, tuple, np.ndarray)) for p in prompt)
+
+
 def _seed(value: Any) -> int:
     """None or -1: a fresh random seed (drawn by the engine's one seed function); else the seed."""
     from specgen import _core
@@ -189,6 +196,11 @@ class Generator:
         ssd_backup: str = "neural",
         ssd_budget: int = -1,
         saguaro_c: float = 1.0,
+        n_parallel: int = 1,
+        max_queued: int = 256,
+        type_k: str = "f32",
+        type_v: str = "f32",
+        batch_draft_policy: bool = True,
         device: str = "cpu",
         cache_dir: Optional[Union[str, os.PathLike]] = None,
         model_path: Optional[Union[str, os.PathLike]] = None,
@@ -218,11 +230,14 @@ class Generator:
                             ("nanospec", nanospec), ("nanospec_capacity", nanospec_capacity),
                             ("nanospec_topk", nanospec_topk), ("frspec", frspec),
                             ("reuse_draft_hidden", reuse_draft_hidden), ("ssd", ssd), ("ssd_fanout", ssd_fanout),
-                            ("ssd_budget", ssd_budget), ("saguaro_c", saguaro_c)):
+                            ("ssd_budget", ssd_budget), ("saguaro_c", saguaro_c), ("n_parallel", n_parallel),
+                            ("max_queued", max_queued), ("batch_draft_policy", batch_draft_policy)):
             setattr(p, name, _param(name, value))
         p.verify = _choice("verify", verify, _core.VerifyMode)
         p.ssd_fanout_schedule = _choice("ssd_fanout_schedule", ssd_fanout_schedule, _core.SsdSchedule)
         p.ssd_backup = _choice("ssd_backup", ssd_backup, _core.SsdBackup)
+        p.type_k = _choice("type_k", type_k, _core.KvType)
+        p.type_v = _choice("type_v", type_v, _core.KvType)
         if p.frspec > 0:
             p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
@@ -314,6 +329,21 @@ class Generator:
         return self._g.n_threads_draft
 
     @property
+    def n_parallel(self) -> int:
+        """Sequences decoded together (slots)."""
+        return self._g.n_parallel
+
+    @property
+    def n_free_slots(self) -> int:
+        """Slots no request holds now."""
+        return self._g.n_free_slots
+
+    @property
+    def kv_bytes_per_sequence(self) -> int:
+        """KV cache memory of one slot (n_ctx rows, type_k / type_v)."""
+        return self._g.kv_bytes_per_sequence
+
+    @property
     def metadata(self) -> Dict[str, str]:
         """GGUF metadata, values rendered as strings (long arrays abbreviated)."""
         return self._g.metadata()
@@ -368,7 +398,7 @@ class Generator:
     # -- generation -----------------------------------------------------------------------------
     def generate(
         self,
-        prompt: Union[str, Sequence[int]],
+        prompt: Union[str, Sequence[int], List[str], List[List[int]]],
         *,
         max_tokens: int = 256,
         temperature: float = 0.8,
@@ -395,19 +425,65 @@ class Generator:
         token's log-probability and its N most probable alternatives (GenerationResult.logprobs;
         specgen.logprobs says from which distribution).
         """
-        # A blocking call is exclusive: calls from other threads wait for it; a stream is superseded
-        # by the next call (engine/generator.h, specgen/stream.py).
+        if _is_prompt_list(prompt):
+            # Several prompts: all submitted at once, so the engine decodes them in the same steps
+            # (up to n_parallel; the rest queue). seed: one for all, or one per prompt.
+            prompts = list(prompt)
+            seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed] * len(prompts)
+            if len(seeds) != len(prompts):
+                raise InvalidParameterError(f"seed: {len(seeds)} seeds for {len(prompts)} prompts")
+            if stream:
+                raise InvalidParameterError("stream=True takes one prompt (call generate() once per stream)")
+            from specgen.errors import QueueFullError
+
+            started: List[Any] = []   # (gen, seed) per prompt, None once its result is collected
+            results: List[Optional[GenerationResult]] = []
+            try:
+                for p_i, s_i in zip(prompts, seeds):
+                    while True:
+                        try:
+                            started.append(self._start(
+                                p_i, exclusive=True, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                                top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
+                                stop=stop, seed=s_i, ignore_eos=ignore_eos, add_bos=add_bos, logprobs=logprobs))
+                            results.append(None)
+                            break
+                        except QueueFullError:
+                            # More prompts than slots + queue: collect the oldest running one first.
+                            k = next((i for i, s in enumerate(started) if s is not None), None)
+                            if k is None:
+                                raise
+                            results[k] = self._finish(*started[k], logprobs)
+                            started[k] = None
+                for k, s in enumerate(started):
+                    if s is not None:
+                        results[k] = self._finish(*s, logprobs)
+                        started[k] = None
+                return results
+            except BaseException:
+                for s in started:
+                    if s is not None:
+                        s[0].cancel()
+                raise
+        if isinstance(seed, (list, tuple)):
+            raise InvalidParameterError("a list of seeds goes with a list of prompts")
+        # A blocking call waits for its own request only: concurrent calls are batched by the engine;
+        # a stream is superseded by a request that finds no free slot (engine/scheduler.h).
         gen, seed = self._start(prompt, exclusive=not stream, max_tokens=max_tokens, temperature=temperature,
                                 top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
                                 repeat_last_n=repeat_last_n, stop=stop, seed=seed, ignore_eos=ignore_eos,
                                 add_bos=add_bos, logprobs=logprobs)
         if stream:
-            return Stream(gen)
+            return Stream(gen, self, seed)
+        return self._finish(gen, seed, logprobs)
+
+    def _finish(self, gen, seed: int, logprobs) -> GenerationResult:
+        """Waits for a started request to end (cancelling it on KeyboardInterrupt) and packs the result."""
         try:
             while not gen.done:
                 gen.step()
         except BaseException:
-            gen.cancel()
+            gen.cancel(wait=False)  # Ctrl-C returns at once; the slot is freed before the next step
             raise
         lp = from_core(gen.logprobs()) if logprobs is not None else None
         return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, seed), lp)

@@ -2,8 +2,9 @@
 
 Each step yields a StepEvent with the text it made safe to show, the token ids it emitted and their
 log-probabilities (when asked for). After the last event ``finish_reason`` and ``stats`` are set.
-This is the one place that talks to the native generation object; the batched engine (concurrent
-generate() calls on one Generator) only has to keep this contract.
+This is the one place that talks to the native generation object. The engine decodes the request on
+its own thread, batched with every other request of the Generator (engine/scheduler.h); iterating
+waits for its next step.
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ class StepEvent:
 
 
 class StepStream:
-    """Iterates a started request; ``cancel()`` ends it (finish_reason "cancelled"). Not thread-safe:
-    one thread iterates; another may only set ``cancel_requested`` (checked between steps)."""
+    """Iterates a started request; ``cancel()`` (any thread) ends it (finish_reason "cancelled"). One
+    thread iterates; another may call ``cancel()`` or set ``cancel_requested`` (checked between steps)."""
 
     def __init__(self, generator, prompt, **params: Any) -> None:
         self._want_logprobs = params.get("logprobs") is not None
@@ -53,6 +54,11 @@ class StepStream:
                 gen.cancel()
             self.finish_reason = gen.finish_reason
             self.stats = self._generator._stats(gen, self.seed)
+
+    def cancel(self) -> None:
+        """Ends the request now: the engine frees its slot before this returns."""
+        self.cancel_requested = True
+        self._gen.cancel()
 
     @property
     def n_generated(self) -> int:

@@ -1,12 +1,14 @@
-"""The iterator generate(stream=True) returns (engine/generator.h states the thread rule).
+"""The iterator generate(stream=True) returns (engine/scheduler.h states the thread rule).
 
-A stream is driven step by step, so it holds no lock between pieces: a newer call on the same
-Generator (from this thread or another) supersedes it after its current step, and the stream then
-ends with ``finish_reason == "cancelled"``; ``Generator.close()`` ends it the same way.
+The engine decodes the request on its own thread; the stream hands out the text as it comes. A
+request that finds every slot busy supersedes the oldest open stream, which then ends with
+``finish_reason == "cancelled"``; ``close()`` (or dropping the stream) ends it the same way, and
+``Generator.close()`` ends the last one started. Once exhausted, ``finish_reason`` and ``stats``
+tell how it ended.
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 __all__ = ["Stream"]
 
@@ -15,8 +17,10 @@ class Stream(Iterator[str]):
     """Text pieces (whole UTF-8 characters) of one generation. ``finish_reason`` is None while it
     runs, then "stop", "length", "eos" or "cancelled" (superseded, closed or abandoned)."""
 
-    def __init__(self, gen) -> None:
+    def __init__(self, gen, generator=None, seed: Optional[int] = None) -> None:
         self._gen = gen
+        self._generator = generator
+        self._seed = seed
 
     def __iter__(self) -> "Stream":
         return self
@@ -29,9 +33,8 @@ class Stream(Iterator[str]):
                 if piece:
                     return piece
         except BaseException:
-            gen.cancel()
+            gen.cancel(wait=False)
             raise
-        gen.cancel()  # done: releases the speculator at once (no-op otherwise)
         raise StopIteration
 
     @property
@@ -39,13 +42,25 @@ class Stream(Iterator[str]):
         return self._gen.finish_reason if self._gen.done else None
 
     @property
+    def stats(self) -> Any:
+        """GenerationStats (the seed included) once the stream ended, else None."""
+        if not self._gen.done:
+            return None
+        stats = self._gen.stats()
+        if self._seed is not None:
+            stats.seed = self._seed
+        return stats
+
+    @property
     def tokens(self):
         """The token ids emitted so far."""
         return list(self._gen.tokens)
 
-    def close(self) -> None:
+    def cancel(self) -> None:
         """Ends the generation now (finish_reason "cancelled" unless it had finished)."""
         self._gen.cancel()
+
+    close = cancel
 
     def __del__(self) -> None:
         gen = getattr(self, "_gen", None)

@@ -25,7 +25,10 @@
  *   - No function throws, aborts or exits; C++ exceptions never cross this boundary.
  *   - Strings in and out are UTF-8. Pointers passed in are borrowed for the duration of the call
  *     only; nothing is retained after it returns.
- *   - A generator may be used by one thread at a time; different generators may run in parallel.
+ *   - A generator may be used from any number of threads at once. Concurrent requests (blocking
+ *     specgen_generate calls from several threads, or specgen_request handles) are decoded together,
+ *     up to n_parallel at a time, each exactly as it would be alone (greedy: the same tokens; a
+ *     fixed seed: the same sample).
  */
 #ifndef SPECGEN_H
 #define SPECGEN_H
@@ -58,6 +61,8 @@ typedef enum specgen_status {
     SPECGEN_STATUS_NOT_IMPLEMENTED = -4,  /* a feature this build or version does not provide */
     SPECGEN_STATUS_CANCELLED = -5,        /* the caller's callback asked to stop */
     SPECGEN_STATUS_INTERNAL = -6,         /* anything else (out of memory, an internal error) */
+    SPECGEN_STATUS_QUEUE_FULL = -7,       /* every slot is busy and max_queued requests wait: retry later */
+    SPECGEN_STATUS_TIMEOUT = -8,          /* specgen_request_next: nothing new within the timeout */
 } specgen_status;
 
 /* The message of the calling thread's most recent failure, "" if none failed yet. The string is
@@ -98,6 +103,13 @@ typedef enum specgen_verify {
     SPECGEN_VERIFY_BLOCK = 1, /* block / hierarchical verification (HSD): accepts at least as much */
 } specgen_verify;
 
+/* KV cache element types (llama.cpp's -ctk / -ctv names f32, f16, q8_0). */
+typedef enum specgen_kv_type {
+    SPECGEN_KV_TYPE_F32 = 0,
+    SPECGEN_KV_TYPE_F16 = 1,
+    SPECGEN_KV_TYPE_Q8_0 = 2,
+} specgen_kv_type;
+
 typedef struct specgen_generator_params {
     int32_t n_ctx;           /* context length in tokens, [1, 1048576]; default 4096 */
     int32_t n_threads;       /* compute threads, [0, 512]; 0 (default): automatic, all cores (at most 8) */
@@ -128,6 +140,12 @@ typedef struct specgen_generator_params {
     const char * device;           /* "cpu", "cuda" or "cuda:N"; NULL: "cpu" */
     bool draft_adaptive;           /* adapt gamma to acceptance (shrink after a rejection, grow after a full accept); default true */
     bool reuse_draft_hidden;       /* all-layers self drafter: verification reuses its hidden states; default true */
+    /* Added in 0.2 (serving): */
+    int32_t n_parallel;            /* sequences decoded together, each in its own KV slot, [1, 256]; default 1 (ssd: 1) */
+    int32_t max_queued;            /* requests that may wait for a slot, [0, 1048576]; default 256 */
+    specgen_kv_type type_k;        /* KV cache key type (llama.cpp -ctk); default SPECGEN_KV_TYPE_F32 */
+    specgen_kv_type type_v;        /* KV cache value type (llama.cpp -ctv); default SPECGEN_KV_TYPE_F32 */
+    bool batch_draft_policy;       /* with 2+ sequences per step, draft lengths from the step cost model; default true */
 } specgen_generator_params;
 
 /* The defaults listed above. */
@@ -211,6 +229,7 @@ typedef struct specgen_stats {
     specgen_finish_reason finish_reason;
     uint64_t seed;                     /* the seed used (the drawn one for SPECGEN_SEED_RANDOM) */
     int64_t n_prompt_tokens;           /* BOS included */
+    int64_t n_prompt_tokens_cached;    /* prompt tokens whose KV rows were reused from a slot (prefix reuse) */
     int64_t n_generated;               /* tokens emitted, end-of-generation token excluded */
     double prefill_seconds;
     double decode_seconds;
@@ -279,6 +298,60 @@ SPECGEN_API specgen_status specgen_generate_tokens(specgen_generator * gen, cons
                                                    int32_t n_prompt, const specgen_generate_params * params,
                                                    specgen_piece_callback on_piece, void * user,
                                                    specgen_stats * stats);
+
+/* ---- requests: several generations on one generator ---------------------------------------------
+ *
+ * A request is a handle on one generation that the generator's engine decodes in the background,
+ * batched with every other request of the generator (continuous batching: requests join and leave
+ * between engine steps). Any thread may submit, read, cancel and free requests; each request is
+ * read by one thread at a time.
+ *
+ *     specgen_request * r = specgen_request_submit(gen, "Once upon a time", &p);
+ *     char buf[256]; size_t n;
+ *     while (specgen_request_next(r, buf, sizeof buf, &n, -1.0) == SPECGEN_STATUS_OK && n > 0)
+ *         fwrite(buf, 1, n, stdout);
+ *     specgen_request_stats(r, &st);
+ *     specgen_request_free(r);
+ */
+typedef struct specgen_request specgen_request;
+
+/* Submits a generation of `prompt` (tokenized as in specgen_generate). Returns a new request owned
+ * by the caller (specgen_request_free), or NULL with specgen_last_error() set: invalid argument,
+ * context overflow, or queue full (every slot busy and max_queued requests waiting). `params` may
+ * be NULL for the defaults; a SPECGEN_SEED_RANDOM seed is drawn here (specgen_request_stats reports it). */
+SPECGEN_API specgen_request * specgen_request_submit(specgen_generator * gen, const char * prompt,
+                                                     const specgen_generate_params * params);
+/* As specgen_request_submit with token ids (as specgen_generate_tokens). */
+SPECGEN_API specgen_request * specgen_request_submit_tokens(specgen_generator * gen, const int32_t * prompt,
+                                                            int32_t n_prompt, const specgen_generate_params * params);
+
+/* The text produced since the previous call (whole UTF-8 characters, stop strings withheld),
+ * copied into buf (at most cap bytes; the rest stays for the next call), its length in *len (not
+ * NUL-terminated). Waits up to timeout_s seconds for something new: < 0 forever, 0 not at all.
+ * Returns OK with *len > 0 (text), OK with *len == 0 once the request has ended and every byte was
+ * read (specgen_request_finish_reason says why), TIMEOUT when nothing came in time, or the error
+ * the engine met while running it. buf may be NULL only with cap 0. */
+SPECGEN_API specgen_status specgen_request_next(specgen_request * req, char * buf, size_t cap, size_t * len,
+                                                double timeout_s);
+
+/* Runs the request to its end, calling on_piece (may be NULL) with each piece as in
+ * specgen_generate (non-zero cancels it: SPECGEN_STATUS_CANCELLED). */
+SPECGEN_API specgen_status specgen_request_wait(specgen_request * req, specgen_piece_callback on_piece, void * user);
+
+/* Ends the request now (finish reason CANCELLED unless it had ended); its slot is free when this
+ * returns, text not yet read is dropped. No-op on an ended request. */
+SPECGEN_API specgen_status specgen_request_cancel(specgen_request * req);
+
+/* Whether the request has ended and all its text was read. */
+SPECGEN_API bool specgen_request_done(const specgen_request * req);
+/* NONE while it runs, then why it ended. */
+SPECGEN_API specgen_finish_reason specgen_request_finish_reason(const specgen_request * req);
+/* Its statistics so far (final once it ended). */
+SPECGEN_API specgen_status specgen_request_stats(const specgen_request * req, specgen_stats * stats);
+
+/* Cancels the request if it runs and releases it. NULL is a no-op. Free every request before its
+ * generator (a request freed after it only releases its memory). */
+SPECGEN_API void specgen_request_free(specgen_request * req);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,9 @@
 // opaque type stays ours even if the engine's classes move.
 #include "specgen/specgen.h"
 
+#include <chrono>
 #include <climits>
+#include <tuple>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -21,6 +23,12 @@
 
 struct specgen_generator {
     std::unique_ptr<specgen::generator> gen;
+};
+
+struct specgen_request {
+    std::unique_ptr<specgen::generation> gen;
+    uint64_t seed = 0;
+    std::string unread;  // text taken from the engine, not yet copied out (a small buffer)
 };
 
 namespace {
@@ -47,6 +55,8 @@ specgen_status guard(F&& fn) noexcept {
         return set_error(SPECGEN_STATUS_NOT_IMPLEMENTED, e.what());
     } catch (const specgen::cancelled_error& e) {
         return set_error(SPECGEN_STATUS_CANCELLED, e.what());
+    } catch (const specgen::queue_full_error& e) {
+        return set_error(SPECGEN_STATUS_QUEUE_FULL, e.what());
     } catch (const std::bad_alloc&) {
         return set_error(SPECGEN_STATUS_INTERNAL, "out of memory");
     } catch (const std::exception& e) {
@@ -164,6 +174,8 @@ const char* specgen_status_name(specgen_status status) {
         case SPECGEN_STATUS_NOT_IMPLEMENTED: return "not implemented";
         case SPECGEN_STATUS_CANCELLED: return "cancelled";
         case SPECGEN_STATUS_INTERNAL: return "internal error";
+        case SPECGEN_STATUS_QUEUE_FULL: return "queue full";
+        case SPECGEN_STATUS_TIMEOUT: return "timeout";
     }
     return "unknown";
 }
@@ -200,6 +212,11 @@ specgen_generator_params specgen_generator_default_params(void) {
     p.device = nullptr;
     p.draft_adaptive = d.draft_adaptive;
     p.reuse_draft_hidden = d.reuse_draft_hidden;
+    p.n_parallel = d.n_parallel;
+    p.max_queued = d.max_queued;
+    p.type_k = SPECGEN_KV_TYPE_F32;
+    p.type_v = SPECGEN_KV_TYPE_F32;
+    p.batch_draft_policy = d.batch_draft_policy;
     return p;
 }
 
@@ -227,6 +244,17 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         if (p.device) gp.device = p.device;
         gp.draft_adaptive = p.draft_adaptive;
         gp.reuse_draft_hidden = p.reuse_draft_hidden;
+        gp.n_parallel = p.n_parallel;
+        gp.max_queued = p.max_queued;
+        gp.batch_draft_policy = p.batch_draft_policy;
+        for (auto [c, out, name] : {std::tuple{p.type_k, &gp.type_k, "type_k"}, std::tuple{p.type_v, &gp.type_v, "type_v"}}) {
+            switch (c) {
+                case SPECGEN_KV_TYPE_F32: *out = specgen::kv_type::f32; break;
+                case SPECGEN_KV_TYPE_F16: *out = specgen::kv_type::f16; break;
+                case SPECGEN_KV_TYPE_Q8_0: *out = specgen::kv_type::q8_0; break;
+                default: return invalid(std::string("unknown ") + name + " " + std::to_string(int(c)) + " (valid: f32, f16, q8_0)");
+            }
+        }
         switch (p.verify) {
             case SPECGEN_VERIFY_TOKEN: gp.verify = specgen::verify_mode::token; break;
             case SPECGEN_VERIFY_BLOCK: gp.verify = specgen::verify_mode::block; break;
@@ -357,6 +385,146 @@ specgen_status specgen_generate_tokens(specgen_generator* gen, const int32_t* pr
                                        const specgen_generate_params* params, specgen_piece_callback on_piece,
                                        void* user, specgen_stats* stats) {
     return generate_common(gen, prompt, n_prompt, nullptr, params, on_piece, user, stats);
+}
+
+}  // extern "C"
+
+namespace {
+
+specgen_request* submit_common(specgen_generator* gen, const int32_t* tokens, int32_t n_tokens, const char* text,
+                               const specgen_generate_params* params) {
+    specgen_request* out = nullptr;
+    guard([&]() -> specgen_status {
+        if (!gen || !gen->gen) return invalid("generator is NULL");
+        const specgen_generate_params p = params ? *params : specgen_generate_default_params();
+        const uint64_t seed = p.seed == SPECGEN_SEED_RANDOM ? specgen::random_seed() : p.seed;
+        std::vector<int32_t> prompt;
+        if (text) {
+            prompt = gen->gen->tok().encode(text, true, true);
+        } else {
+            if (n_tokens < 0) return invalid("n_prompt must be >= 0, got " + std::to_string(n_tokens));
+            if (n_tokens > 0 && !tokens) return invalid("prompt is NULL");
+            prompt.assign(tokens, tokens + n_tokens);
+        }
+        auto r = std::make_unique<specgen_request>();
+        r->seed = seed;
+        r->gen = gen->gen->start(prompt, to_engine(p, seed));
+        out = r.release();
+        return SPECGEN_STATUS_OK;
+    });
+    return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+specgen_request* specgen_request_submit(specgen_generator* gen, const char* prompt, const specgen_generate_params* params) {
+    if (!prompt) {
+        invalid("prompt is NULL");
+        return nullptr;
+    }
+    return submit_common(gen, nullptr, 0, prompt, params);
+}
+
+specgen_request* specgen_request_submit_tokens(specgen_generator* gen, const int32_t* prompt, int32_t n_prompt,
+                                               const specgen_generate_params* params) {
+    return submit_common(gen, prompt, n_prompt, nullptr, params);
+}
+
+specgen_status specgen_request_next(specgen_request* req, char* buf, size_t cap, size_t* len, double timeout_s) {
+    return guard([&]() -> specgen_status {
+        if (!req || !req->gen) return invalid("request is NULL");
+        if (!len) return invalid("len is NULL");
+        if (cap > 0 && !buf) return invalid("buf is NULL but cap is " + std::to_string(cap));
+        *len = 0;
+        if (req->unread.empty()) {
+            // Wait for progress until there is text, the request ended, or the time is up.
+            const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, timeout_s));
+            for (;;) {
+                if (req->gen->done()) return SPECGEN_STATUS_OK;
+                double left = -1.0;
+                if (timeout_s >= 0)
+                    left = std::max(0.0, std::chrono::duration<double>(t_end - std::chrono::steady_clock::now()).count());
+                bool ready = false;
+                req->unread = req->gen->next(left, &ready);
+                if (!req->unread.empty()) break;
+                if (!ready && timeout_s >= 0) return set_error(SPECGEN_STATUS_TIMEOUT, "no new text within the timeout");
+                if (timeout_s >= 0 && std::chrono::steady_clock::now() >= t_end && !req->gen->done())
+                    return set_error(SPECGEN_STATUS_TIMEOUT, "no new text within the timeout");
+            }
+        }
+        if (cap == 0) return SPECGEN_STATUS_OK;
+        // Copy whole UTF-8 characters only (a piece cut at cap would split one).
+        size_t n = std::min(cap, req->unread.size());
+        if (n < req->unread.size())
+            while (n > 0 && (static_cast<unsigned char>(req->unread[n]) & 0xC0) == 0x80) --n;
+        if (n == 0) return invalid("buf is too small for the next UTF-8 character (cap " + std::to_string(cap) + ")");
+        std::memcpy(buf, req->unread.data(), n);
+        req->unread.erase(0, n);
+        *len = n;
+        return SPECGEN_STATUS_OK;
+    });
+}
+
+specgen_status specgen_request_wait(specgen_request* req, specgen_piece_callback on_piece, void* user) {
+    return guard([&]() -> specgen_status {
+        if (!req || !req->gen) return invalid("request is NULL");
+        if (!req->unread.empty()) {
+            const std::string piece = std::move(req->unread);
+            req->unread.clear();
+            if (on_piece && on_piece(piece.data(), piece.size(), user) != 0) {
+                req->gen->cancel();
+                return set_error(SPECGEN_STATUS_CANCELLED, "generation cancelled by the callback");
+            }
+        }
+        while (!req->gen->done()) {
+            const std::string piece = req->gen->step();
+            if (!piece.empty() && on_piece && on_piece(piece.data(), piece.size(), user) != 0) {
+                req->gen->cancel();
+                return set_error(SPECGEN_STATUS_CANCELLED, "generation cancelled by the callback");
+            }
+        }
+        return SPECGEN_STATUS_OK;
+    });
+}
+
+specgen_status specgen_request_cancel(specgen_request* req) {
+    return guard([&]() -> specgen_status {
+        if (!req || !req->gen) return invalid("request is NULL");
+        req->gen->cancel();
+        req->unread.clear();
+        return SPECGEN_STATUS_OK;
+    });
+}
+
+bool specgen_request_done(const specgen_request* req) {
+    if (!req || !req->gen) return true;
+    return req->unread.empty() && req->gen->done();
+}
+
+specgen_finish_reason specgen_request_finish_reason(const specgen_request* req) {
+    if (!req || !req->gen) return SPECGEN_FINISH_REASON_NONE;
+    return to_c(req->gen->reason());
+}
+
+specgen_status specgen_request_stats(const specgen_request* req, specgen_stats* stats) {
+    return guard([&]() -> specgen_status {
+        if (!req || !req->gen) return invalid("request is NULL");
+        if (!stats) return invalid("stats is NULL");
+        std::memset(stats, 0, sizeof *stats);
+        fill_stats(*req->gen, req->seed, stats);
+        return SPECGEN_STATUS_OK;
+    });
+}
+
+void specgen_request_free(specgen_request* req) {
+    if (!req) return;
+    guard([&]() -> specgen_status {
+        req->gen.reset();  // cancels a running request and waits for the engine to let go
+        return SPECGEN_STATUS_OK;
+    });
+    delete req;
 }
 
 }  // extern "C"

@@ -36,6 +36,11 @@ struct device_error : error {
     using error::error;
 };
 
+// Every slot is busy and the waiting queue is full (generator_params::max_queued): try again later.
+struct queue_full_error : error {
+    using error::error;
+};
+
 // A generation stopped by the caller (callback returned false, KeyboardInterrupt).
 struct cancelled_error : error {
     using error::error;

@@ -72,6 +72,14 @@ const std::vector<param_spec> kSpecs = {
      "SSD cache miss: draft now (neural) or n-gram point masses (fast)"},
     {"ssd_budget", S::generator, T::integer, -1, kI32, false, "", "-1", "SSD branches drafted per round; -1: until the verdict"},
     {"saguaro_c", S::generator, T::number, 0, 1, false, "", "1", "Saguaro sampling weight on the drafter's top-F tokens; 1: off"},
+    {"n_parallel", S::generator, T::integer, 1, 256, false, "", "1",
+     "sequences decoded together (llama.cpp -np), each in its own KV slot of n_ctx tokens"},
+    {"max_queued", S::generator, T::integer, 0, 1 << 20, false, "", "256",
+     "requests waiting for a slot; one more is refused (queue_full)"},
+    {"type_k", S::generator, T::choice, 0, 0, false, "f32|f16|q8_0", "f32", "KV cache key type (llama.cpp -ctk)"},
+    {"type_v", S::generator, T::choice, 0, 0, false, "f32|f16|q8_0", "f32", "KV cache value type (llama.cpp -ctv)"},
+    {"batch_draft_policy", S::generator, T::flag, 0, 1, false, "", "true",
+     "with 2+ sequences in a step, each draft length maximises tokens per second of the step (cost model)"},
     // generate (per request)
     {"max_tokens", S::generate, T::integer, -1, 1 << 30, false, "", "256", "most tokens generated; -1: until EOS or the context is full"},
     {"temperature", S::generate, T::number, 0, 1e6, false, "", "0.8", "0: greedy"},
@@ -234,6 +242,14 @@ void generator_params::set_draft(draft_kind kind, const std::string& path) {
     }
 }
 
+const char* kv_type_name(kv_type t) {
+    switch (t) {
+        case kv_type::f16: return "f16";
+        case kv_type::q8_0: return "q8_0";
+        default: return "f32";
+    }
+}
+
 void generator_params::validate() const {
     require(!model_path.empty(), "model_path is empty");
     check("n_ctx", n_ctx);
@@ -256,6 +272,10 @@ void generator_params::validate() const {
     check("ssd_fanout", ssd_fanout);
     check("ssd_budget", ssd_budget);
     check("saguaro_c", saguaro_c);
+    check("n_parallel", n_parallel);
+    check("max_queued", max_queued);
+    require(!ssd || n_parallel == 1, "ssd runs one sequence at a time: it needs n_parallel = 1 (got " +
+                                         std::to_string(n_parallel) + ")");
     // The kind and path set_draft() wrote must still match the engine's selector. (Code that sets
     // `draft` alone -- older callers -- leaves draft_type at none and is read from `draft`.)
     if (draft_type != draft_kind::none) {

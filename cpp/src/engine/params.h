@@ -15,6 +15,8 @@ namespace specgen {
 enum class verify_mode { token, block };
 enum class ssd_schedule { uniform, geometric };  // SSD fan-out per outcome (docs/ALGORITHMS.md section 4.6)
 enum class ssd_backup_mode { neural, fast };    // SSD cache miss: draft K now | n-gram point masses
+enum class kv_type { f32, f16, q8_0 };          // KV cache element type (llama.cpp -ctk / -ctv)
+const char* kv_type_name(kv_type t);             // "f32", "f16", "q8_0"
 
 // What drafts the tokens the target verifies.
 // automatic ("auto"): the auto speculator picks plain decoding, n-gram lookup or the self drafter with
@@ -76,6 +78,13 @@ struct generator_params {
     ssd_backup_mode ssd_backup = ssd_backup_mode::neural;
     int32_t ssd_budget = -1;      // most branches drafted per round; -1: until the verdict arrives
     float saguaro_c = 1.0f;       // Saguaro sampling weight C in [0, 1] on the top-F draft tokens; 1 = off
+    // Serving (docs/DESIGN.md section 9): sequences decoded together, each in its own KV slot.
+    int32_t n_parallel = 1;       // slots (llama.cpp -np): requests decoded in the same steps
+    int32_t max_queued = 256;     // requests waiting for a slot; one more is refused (queue_full_error)
+    kv_type type_k = kv_type::f32;  // KV cache key type (-ctk)
+    kv_type type_v = kv_type::f32;  // KV cache value type (-ctv)
+    // Batch-aware draft lengths (docs/ALGORITHMS.md section 7) when 2+ sequences share a step.
+    bool batch_draft_policy = true;
 
     // Sets draft_type, draft_model and the derived `draft`. A model path is required for (only
     // for) draft_kind::model.

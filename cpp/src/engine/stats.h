@@ -19,6 +19,7 @@ namespace specgen {
 // until the engine code that writes them is renamed with them).
 #define SPECGEN_STATS_FIELDS(X)                                                                                 \
     X(int64_t, n_prompt_tokens, n_prompt_tokens, "prompt tokens, BOS included")                                                 \
+    X(int64_t, n_prompt_tokens_cached, n_prompt_tokens_cached, "prompt tokens whose KV rows were reused from a slot (prefix reuse)") \
     X(int64_t, n_generated, n_generated, "tokens emitted, the end-of-generation token excluded")                            \
     X(double, prefill_seconds, prefill_seconds, "time of the prompt's forward pass")                                            \
     X(double, decode_seconds, decode_seconds, "time of every step after the prefill")                                          \
@@ -67,6 +68,7 @@ namespace specgen {
 
 struct generation_stats {
     int64_t n_prompt_tokens = 0;
+    int64_t n_prompt_tokens_cached = 0;  // prompt rows reused from a slot's cache, not prefilled
     int64_t n_generated = 0;
     double prefill_seconds = 0;
     double decode_seconds = 0;

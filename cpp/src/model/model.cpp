@@ -203,10 +203,10 @@ void evaluator::ensure_capacity(int n) {
     capacity_ = n;
 }
 
-void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers) {
+void evaluator::forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers, int seq) {
     if (n <= 0) throw invalid_argument_error("forward needs at least one token");
     single_.clear();
-    single_.add(0, tokens, n, pos0);
+    single_.add(seq, tokens, n, pos0);
     forward_batch(cache, single_, n_layers);
 }
 

@@ -75,8 +75,8 @@ public:
     // and values into `cache` rows pos0.., and leaves the output-normed hidden states in hidden():
     // [n, n_embd]. Positions past pos0+n in the cache are ignored (that is how rollback works: the
     // caller's sequence length is the truth, stale rows are overwritten later). `tokens` is host memory.
-    // The one-sequence case of forward_batch: sequence 0 of `cache`.
-    void forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers);
+    // The one-sequence case of forward_batch: sequence `seq` of `cache`.
+    void forward(kv_cache& cache, const int32_t* tokens, int n, int pos0, int n_layers, int seq = 0);
     // One pass over every row of a ragged batch (batch.h): each matmul runs over all rows at once,
     // attention per sequence over that sequence's slot of `cache` only, each entry's keys and values
     // written to its sequence's rows pos0... hidden() then holds the output-normed rows in the batch's

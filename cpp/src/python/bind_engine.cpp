@@ -40,21 +40,36 @@ void bind_engine(nb::module_& m) {
 
     nb::class_<generation>(m, "Generation")
         .def("step", &generation::step, nb::call_guard<nb::gil_scoped_release>(),
-             "Runs one target call; returns the text it made safe to show.")
-        .def("cancel", &generation::cancel, nb::call_guard<nb::gil_scoped_release>())
+             "Waits for the engine's next step of this request; returns the text it made safe to show.")
+        .def("next",
+             [](generation& g, double timeout_s) {
+                 bool ready = false;
+                 std::string piece;
+                 {
+                     nb::gil_scoped_release release;
+                     piece = g.next(timeout_s, &ready);
+                 }
+                 return std::make_pair(ready, nb::bytes(piece.data(), piece.size()));
+             },
+             nb::arg("timeout_s"), "(ready, text bytes): as step(), waiting at most timeout_s seconds (< 0: forever).")
+        .def_prop_ro("seed", &generation::seed)
+        .def("cancel", &generation::cancel, nb::arg("wait") = true, nb::call_guard<nb::gil_scoped_release>(),
+             "Ends it (finish_reason 'cancelled'); wait: until the engine has freed its slot.")
         .def_prop_ro("done", &generation::done)
         .def_prop_ro("finish_reason", [](const generation& g) { return std::string(finish_reason_name(g.reason())); })
         .def_prop_ro("tokens", [](const generation& g) { return g.tokens(); })
         .def_prop_ro("text", [](const generation& g) { return g.text(); })
-        .def("stats", [](const generation& g) { return make_stats(g.stats()); })
+        .def("stats", [](const generation& g) {
+            const generation_stats s = g.stats();
+            return make_stats(s);
+        })
         .def("logprobs",
              [](const generation& g, size_t start) {
                  // Entries from `start` on (streams read only what is new):
                  // (token, logprob, top_ids, top_logprobs), one per emitted token.
                  nb::list out;
-                 const auto& all = g.logprobs();
-                 for (size_t i = start; i < all.size(); ++i)
-                     out.append(nb::make_tuple(all[i].token, all[i].logprob, all[i].top_ids, all[i].top_logprobs));
+                 const std::vector<token_logprob> all = g.logprobs(start);
+                 for (const token_logprob& e : all) out.append(nb::make_tuple(e.token, e.logprob, e.top_ids, e.top_logprobs));
                  return out;
              },
              nb::arg("start") = 0,
@@ -108,6 +123,10 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("bytes_per_token", [](const generator& g) { return g.target().bytes_per_token(); })
         .def_prop_ro("file_size", [](const generator& g) { return g.file().file_size(); })
         .def_prop_ro("kv_bytes", [](const generator& g) { return g.kv_bytes(); })
+        .def_prop_ro("kv_bytes_per_sequence", [](const generator& g) { return g.kv_bytes_per_sequence(); })
+        .def_prop_ro("n_parallel", &generator::n_parallel)
+        .def_prop_ro("n_free_slots", &generator::n_free_slots, "slots no request holds now")
+        .def_prop_ro("n_waiting", &generator::n_waiting, "requests queued for a slot")
         .def("metadata", [](const generator& g) {
             nb::dict d;
             for (const auto& [k, v] : g.file().metadata()) d[k.c_str()] = g.file().value_to_string(v);

@@ -25,6 +25,8 @@ void bind_errors(nb::module_& m) {
             raise_as("SpecgenNotImplementedError", e.what());
         } catch (const device_error& e) {
             raise_as("DeviceError", e.what());
+        } catch (const queue_full_error& e) {
+            raise_as("QueueFullError", e.what());
         } catch (const cancelled_error& e) {
             raise_as("GenerationCancelled", e.what());
         } catch (const error& e) {

@@ -108,6 +108,7 @@ void bind_params(nb::module_& m) {
     nb::enum_<verify_mode>(m, "VerifyMode").value("token", verify_mode::token).value("block", verify_mode::block);
     nb::enum_<ssd_schedule>(m, "SsdSchedule").value("uniform", ssd_schedule::uniform).value("geometric", ssd_schedule::geometric);
     nb::enum_<ssd_backup_mode>(m, "SsdBackup").value("neural", ssd_backup_mode::neural).value("fast", ssd_backup_mode::fast);
+    nb::enum_<kv_type>(m, "KvType").value("f32", kv_type::f32).value("f16", kv_type::f16).value("q8_0", kv_type::q8_0);
     nb::enum_<draft_kind>(m, "DraftKind")
         .value("none", draft_kind::none)
         .value("ngram", draft_kind::ngram)
@@ -146,6 +147,11 @@ void bind_params(nb::module_& m) {
         .def_rw("ssd_backup", &generator_params::ssd_backup)
         .def_rw("ssd_budget", &generator_params::ssd_budget)
         .def_rw("saguaro_c", &generator_params::saguaro_c)
+        .def_rw("n_parallel", &generator_params::n_parallel)
+        .def_rw("max_queued", &generator_params::max_queued)
+        .def_rw("type_k", &generator_params::type_k)
+        .def_rw("type_v", &generator_params::type_v)
+        .def_rw("batch_draft_policy", &generator_params::batch_draft_policy)
         .def("validate", &generator_params::validate);
 
     nb::class_<generate_params>(m, "GenerateParams")

@@ -24,7 +24,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 class sequential_speculator final : public speculator {
 public:
     sequential_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                          kv_cache& target_cache, backend& be)
+                          kv_cache& target_cache, backend& be, int seq)
         : p_min_(params.draft_p_min), length_(params) {
         if (params.draft == "ngram") {
             if (params.nanospec || params.frspec > 0)
@@ -34,7 +34,7 @@ public:
         }
         weights_ = load_neural_weights(params, target, tok);
         vocab_ = make_draft_vocab(params, *weights_.m);  // over the drafter's own head
-        drafter_ = make_neural_drafter(params, weights_, target_cache, be, vocab_.get());
+        drafter_ = make_neural_drafter(params, weights_, target_cache, be, vocab_.get(), seq);
     }
 
     int prompt_topk() const override { return vocab_ && vocab_->grows() ? vocab_->top_k() : 0; }
@@ -93,11 +93,13 @@ private:
 }  // namespace
 
 std::unique_ptr<speculator> make_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                            kv_cache& target_cache, backend& be) {
+                                            kv_cache& target_cache, backend& be, int seq) {
+    if (params.ssd && seq != 0)
+        throw invalid_argument_error("ssd runs one sequence at a time: it needs n_parallel = 1");
     if (params.ssd) return std::make_unique<ssd_speculator>(params, target, tok, be.host_memory() ? &target_cache : nullptr);
     if (params.draft.empty()) return nullptr;
-    if (params.draft == "auto") return make_auto_speculator(params, target, tok, target_cache, be);
-    return std::make_unique<sequential_speculator>(params, target, tok, target_cache, be);
+    if (params.draft == "auto") return make_auto_speculator(params, target, tok, target_cache, be, seq);
+    return std::make_unique<sequential_speculator>(params, target, tok, target_cache, be, seq);
 }
 
 }  // namespace specgen

@@ -99,7 +99,9 @@ private:
 // The speculator params ask for: nullptr for plain decoding (no draft), SSD when params.ssd, else the
 // sequential speculator over make_drafter(). target_cache: the target's KV cache (the self drafter
 // writes it; SSD hands rows over into it when it is in host memory). be: the target's backend.
+// seq: the sequence (slot) of target_cache the speculator's request runs in, one speculator per slot
+// (SSD: slot 0 only, so n_parallel = 1).
 std::unique_ptr<speculator> make_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                            kv_cache& target_cache, backend& be);
+                                            kv_cache& target_cache, backend& be, int seq = 0);
 
 }  // namespace specgen

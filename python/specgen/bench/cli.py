@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "needs matplotlib (pip install \"specgen[bench]\")")
     ap.add_argument("--markdown", help="write a Markdown report")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--parallel", default=None,
+                    help="batch sizes, e.g. 1,2,4,8,16: N concurrent requests on one Generator (plain vs ngram "
+                         "speculation under the batch policy; specgen.bench.parallel)")
     ap.add_argument("--bandwidth-mb", type=int, default=1024, help="--core: array size for the bandwidth probe")
     ap.set_defaults(then_core=False)
     return ap
@@ -107,6 +110,22 @@ def _run(argv: List[str]) -> int:
             Path(args.json).write_text(json.dumps(_finite(res), indent=1))
         if args.markdown:
             Path(args.markdown).write_text(report.core_markdown(res))
+        return 0
+    if args.parallel:
+        from specgen.bench import parallel
+
+        try:
+            sizes = grammar.parse_list(args.parallel, int)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if not sizes or min(sizes) < 1:
+            raise UsageError("--parallel values must be >= 1")
+        t = args.thread_list[0] if args.thread_list else None
+        res = parallel.run_parallel(args.model, sizes, max_tokens=args.max_tokens, threads=t, repeats=args.repeats,
+                                    progress=not args.quiet)
+        print(parallel.table(res))
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=1))
         return 0
     # Prompt files are read before the run too: a missing set is a usage error.
     try:

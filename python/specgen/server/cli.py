@@ -16,7 +16,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     a("--port", type=int, default=8080, help="port (default: 8080)")
     a("-a", "--alias", default=None, help="model id the API reports and accepts (default: the GGUF's file name)")
-    a("-np", "--parallel", type=int, default=1, help="request slots (default: 1); more requests wait in the queue")
+    a("-np", "--parallel", type=int, default=1,
+      help="request slots = sequences the engine decodes together (default: 1); more requests wait in the queue")
+    a("-ctk", "--cache-type-k", choices=["f32", "f16", "q8_0"], default="f32", help="KV cache key type (default: f32)")
+    a("-ctv", "--cache-type-v", choices=["f32", "f16", "q8_0"], default="f32", help="KV cache value type (default: f32)")
     a("--queue-size", type=int, default=64, help="requests that may wait for a slot before new ones get 503 (default: 64)")
     a("-n", "--n-predict", type=int, default=-1, help="most tokens any request may generate, -1 = no cap (default: -1)")
     a("--chat-template", default=None, help="Jinja chat template FILE (or a shipped name: gemma3) instead of the GGUF's")
@@ -66,6 +69,7 @@ def generator_kwargs(ns: argparse.Namespace) -> Dict[str, Any]:
         nanospec_capacity=ns.nanospec_capacity, nanospec_topk=ns.nanospec_topk, frspec=ns.frspec,
         frspec_path=ns.frspec_path, ssd=ns.ssd, ssd_fanout=ns.ssd_fanout, ssd_fanout_schedule=ns.ssd_schedule,
         ssd_backup=ns.ssd_backup, ssd_budget=ns.ssd_budget, saguaro_c=ns.saguaro_c,
+        n_parallel=max(1, ns.parallel), type_k=ns.cache_type_k, type_v=ns.cache_type_v,
     )
 
 

@@ -4,11 +4,11 @@
 returns a RequestHandle: an async iterator of specgen.steps.StepEvent (text piece, token ids,
 logprobs), ``cancel()``, and, once it ends, ``finish_reason``, ``stats`` and ``n_prompt_tokens``.
 
-Requests run on ``n_slots`` worker threads against ONE Generator (the model is loaded once). How
-many of them step the engine at the same time is the Generator's business: the engine of today runs
-one sequence, so they take turns (a semaphore of 1); a Generator that batches concurrent calls
-(``n_parallel`` > 1) gets that many at once, and the server batches without a change here. A handle
-cancelled (client gone) stops at the next step boundary and frees its slot.
+Requests run on ``n_slots`` worker threads against ONE Generator (the model is loaded once). The
+Generator batches concurrent requests (engine/scheduler.h): up to its ``n_parallel`` are decoded in
+the same engine steps, so that many workers hold an engine slot at once (``specgen serve -np N``
+makes both N). A handle cancelled (client gone) ends its engine request at the next step boundary,
+which frees the slot at once.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ int force_switch_every() {
 class auto_speculator final : public speculator {
 public:
     auto_speculator(const generator_params& params, const model& target, const tokenizer& tok, kv_cache& cache,
-                    backend& be)
+                    backend& be, int seq)
         : draft_max_(params.draft_max),
           costs_(load_or_measure_costs(target, be, cache, params.model_path, params.n_threads, params.device, cost_source_)),
           policy_(costs_, params.draft_max, true),
@@ -33,11 +33,11 @@ public:
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
         generator_params p = params;
         p.set_draft(draft_kind::ngram);
-        candidates_[size_t(auto_method::ngram)] = make_speculator(p, target, tok, cache, be);
+        candidates_[size_t(auto_method::ngram)] = make_speculator(p, target, tok, cache, be, seq);
         p.set_draft(draft_kind::self);
         p.self_layers = 0;  // every layer: the hand-over (docs/ALGORITHMS.md section 4.7)
         p.nanospec = true;
-        candidates_[size_t(auto_method::self_nanospec)] = make_speculator(p, target, tok, cache, be);
+        candidates_[size_t(auto_method::self_nanospec)] = make_speculator(p, target, tok, cache, be, seq);
     }
 
     int prompt_topk() const override { return candidates_[size_t(auto_method::self_nanospec)]->prompt_topk(); }
@@ -134,8 +134,8 @@ private:
 }  // namespace
 
 std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                                 kv_cache& target_cache, backend& be) {
-    return std::make_unique<auto_speculator>(params, target, tok, target_cache, be);
+                                                 kv_cache& target_cache, backend& be, int seq) {
+    return std::make_unique<auto_speculator>(params, target, tok, target_cache, be, seq);
 }
 
 }  // namespace specgen

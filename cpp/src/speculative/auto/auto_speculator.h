@@ -22,7 +22,8 @@
 
 namespace specgen {
 
+// seq: the sequence (KV slot) whose rows the self candidate drafts in.
 std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                                 kv_cache& target_cache, backend& be);
+                                                 kv_cache& target_cache, backend& be, int seq);
 
 }  // namespace specgen

@@ -21,9 +21,9 @@ struct neural_weights;
 // (the target's own first self_layers layers, sharing its KV cache) and a draft GGUF are neural
 // drafters over weights from load_neural_weights() (speculative/drafters/neural.h), which must outlive
 // the drafter. vocab: the draft head's token set (NanoSpec / FR-Spec) or null (full head), owned
-// by the caller.
+// by the caller. seq: the request's sequence (slot) of target_cache, which a self drafter writes.
 std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, const neural_weights& w,
-                                             kv_cache& target_cache, backend& be, draft_vocab* vocab);
+                                             kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq = 0);
 std::unique_ptr<drafter> make_ngram_drafter(int n_max, int n_min);
 
 // Probability of the most likely token under softmax(logits[0, n)) at temperature 1: the draft_p_min

@@ -47,8 +47,9 @@ neural_weights load_neural_weights(const generator_params& params, const model& 
 }
 
 neural_drafter::neural_drafter(const model& m, int n_layers, kv_cache& cache, backend& be, draft_vocab* vocab,
-                               bool follows_target)
-    : m_(m), n_layers_(n_layers), cache_(cache), be_(be), eval_(m, be), vocab_(vocab), follows_target_(follows_target) {}
+                               bool follows_target, int seq)
+    : m_(m), n_layers_(n_layers), cache_(cache), be_(be), eval_(m, be), vocab_(vocab), follows_target_(follows_target),
+      seq_(seq) {}
 
 int neural_drafter::n_logits() const { return vocab_ ? vocab_->size() : m_.hp().n_vocab; }
 const int32_t* neural_drafter::ids() const { return vocab_ ? vocab_->ids() : nullptr; }
@@ -81,7 +82,7 @@ bool neural_drafter::forward(const std::vector<int32_t>& ctx, const std::vector<
     for (int off = n_keep; off < n; off += evaluator::kChunk) {
         if (abort && (*abort)()) return false;
         const int m = std::min(evaluator::kChunk, n - off);
-        eval_.forward(cache_, ctx.data() + off, m, off, n_layers_);
+        eval_.forward(cache_, ctx.data() + off, m, off, n_layers_, seq_);
         if (!follows_target_) cached_.insert(cached_.end(), ctx.begin() + off, ctx.begin() + off + m);
         for (; next_row < rows.size() && rows[next_row] < off + m; ++next_row) {
             const float* h = eval_.hidden() + size_t(rows[next_row] - off) * n_embd;
@@ -134,17 +135,19 @@ namespace {
 class sequential_neural_drafter final : public drafter {
 public:
     sequential_neural_drafter(const generator_params& params, const neural_weights& w, kv_cache& target_cache,
-                              backend& be, draft_vocab* vocab)
+                              backend& be, draft_vocab* vocab, int seq)
         : w_(w) {
         kv_cache* cache = &target_cache;
+        int cache_seq = seq;  // the target's cache: the request's slot
         if (w_.own) {
             own_cache_ = std::make_unique<kv_cache>(w_.m->hp(), params.n_ctx);
             cache = own_cache_.get();
+            cache_seq = 0;
         }
         // Same weights, same cache, every layer: our hidden states are the target's, so they can
         // be handed over (reuse_draft_hidden).
         hand_over_ = w_.is_target && params.reuse_draft_hidden;
-        core_ = std::make_unique<neural_drafter>(*w_.m, w_.n_layers, *cache, be, vocab, !w_.own);
+        core_ = std::make_unique<neural_drafter>(*w_.m, w_.n_layers, *cache, be, vocab, !w_.own, cache_seq);
     }
 
     std::string name() const override { return w_.own ? "model" : "self"; }
@@ -170,8 +173,8 @@ private:
 }  // namespace
 
 std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, const neural_weights& w,
-                                             kv_cache& target_cache, backend& be, draft_vocab* vocab) {
-    return std::make_unique<sequential_neural_drafter>(params, w, target_cache, be, vocab);
+                                             kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq) {
+    return std::make_unique<sequential_neural_drafter>(params, w, target_cache, be, vocab, seq);
 }
 
 }  // namespace specgen

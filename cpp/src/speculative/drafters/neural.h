@@ -55,7 +55,9 @@ public:
     // (null: full head; owned by the caller). follows_target: the cache is the target's, which holds
     // history[0 .. n-2] for our layers at every draft() (self, sequential); otherwise the rows it
     // holds are tracked and every forward keeps only the longest common prefix with its context.
-    neural_drafter(const model& m, int n_layers, kv_cache& cache, backend& be, draft_vocab* vocab, bool follows_target);
+    // seq: the sequence (slot) of `cache` it writes (the self drafter: its request's slot of the target cache).
+    neural_drafter(const model& m, int n_layers, kv_cache& cache, backend& be, draft_vocab* vocab, bool follows_target,
+                   int seq = 0);
 
     // A new request: forget the cached rows.
     void reset() { cached_.clear(); }
@@ -93,6 +95,7 @@ private:
     evaluator eval_;
     draft_vocab* vocab_;
     bool follows_target_;
+    int seq_ = 0;
     std::vector<int32_t> cached_;     // tokens whose KV rows the cache holds (a prefix), unless follows_target_
     std::vector<int32_t> work_;       // draft()'s context: ctx + drafted tokens
     std::vector<std::vector<float>> logits_rows_;

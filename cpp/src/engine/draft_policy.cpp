@@ -1,0 +1,87 @@
+// The batch-aware draft length policy (engine/draft_policy.h, docs/ALGORITHMS.md section 7).
+#include "engine/draft_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace specgen {
+
+namespace {
+constexpr int kMaxRows = 4096;
+constexpr double kSmoothing = 0.2;   // weight of a new measurement once a row count has 4 samples
+// Before anything is measured: the shape of this machine's CPU forward (docs/ALGORITHMS.md section 7):
+// a fixed part (weights streamed once) plus a per-row part.
+constexpr double kPriorFixed = 0.72, kPriorPerRow = 0.28;
+}  // namespace
+
+void draft_policy::observe_step(int rows, double seconds) {
+    if (rows < 1 || rows >= kMaxRows || !(seconds > 0)) return;
+    if (int(t_.size()) <= rows) {
+        t_.resize(rows + 1, 0.0);
+        n_.resize(rows + 1, 0);
+    }
+    const int n = n_[rows]++;
+    t_[rows] = n == 0 ? seconds : t_[rows] + std::max(kSmoothing, 1.0 / (n + 1)) * (seconds - t_[rows]);
+}
+
+double draft_policy::step_seconds(int rows) const {
+    rows = std::max(1, rows);
+    if (rows < int(t_.size()) && n_[rows] > 0) return t_[rows];
+    // Nearest measured row counts below and above.
+    int lo = -1, hi = -1;
+    for (int r = std::min(rows, int(t_.size()) - 1); r >= 1; --r)
+        if (n_[r] > 0) { lo = r; break; }
+    for (int r = rows + 1; r < int(t_.size()); ++r)
+        if (n_[r] > 0) { hi = r; break; }
+    if (lo > 0 && hi > 0) return t_[lo] + (t_[hi] - t_[lo]) * double(rows - lo) / double(hi - lo);
+    const int known = lo > 0 ? lo : hi;
+    if (known < 0) return kPriorFixed + kPriorPerRow * rows;  // relative units: only ratios matter then
+    // One side only: the prior's shape scaled to the measured point, never below it.
+    const double scale = t_[known] / (kPriorFixed + kPriorPerRow * known);
+    const double est = scale * (kPriorFixed + kPriorPerRow * rows);
+    return rows > known ? std::max(est, t_[known]) : std::min(est, t_[known]);
+}
+
+double draft_policy::acceptance(int64_t n_accepted, int64_t n_drafted) {
+    const double a = (double(n_accepted) + 1.0) / (double(n_drafted) + 2.0);
+    return std::min(0.95, std::max(0.0, a));
+}
+
+double draft_policy::expected_tokens(double a, int g) {
+    if (a <= 0) return 1.0;
+    return (1.0 - std::pow(a, g + 1)) / (1.0 - a);
+}
+
+void draft_policy::choose(const std::vector<sequence>& seqs, int fixed_rows, std::vector<int>& caps) const {
+    const size_t B = seqs.size();
+    caps.assign(B, 0);
+    double tokens = 0, draft_time = 0;
+    tokens += double(B);  // every sequence emits at least one token
+    int rows = fixed_rows;
+    double best = tokens / step_seconds(rows);
+    // Greedy: E is concave in g, the step time grows with rows, so adding the best single draft token
+    // while the rate improves finds the maximum of the separable objective.
+    for (;;) {
+        int pick = -1;
+        double pick_rate = best, pick_gain = 0, pick_draft = 0;
+        for (size_t b = 0; b < B; ++b) {
+            if (caps[b] >= seqs[b].max_draft) continue;
+            const double gain = expected_tokens(seqs[b].acceptance, caps[b] + 1) - expected_tokens(seqs[b].acceptance, caps[b]);
+            const double rate = (tokens + gain) / (step_seconds(rows + 1) + draft_time + seqs[b].draft_seconds);
+            if (rate > pick_rate * (1.0 + 1e-9)) {
+                pick = int(b);
+                pick_rate = rate;
+                pick_gain = gain;
+                pick_draft = seqs[b].draft_seconds;
+            }
+        }
+        if (pick < 0) break;
+        caps[pick] += 1;
+        tokens += pick_gain;
+        draft_time += pick_draft;
+        rows += 1;
+        best = pick_rate;
+    }
+}
+
+}  // namespace specgen

@@ -1,0 +1,85 @@
+// The scheduler: continuous batching of a generator's requests (docs/DESIGN.md section 9).
+//
+// n_parallel slots (engine/slot.h) share one model. One engine thread, started with the generator,
+// runs steps while requests are active: between steps it ends cancelled requests (their slot is
+// free at once) and admits waiting ones into free slots (the slot whose cached tokens share the
+// longest prefix with the prompt, or a copy of a busy slot's prefix); each step every decoding
+// sequence proposes its draft (length from the batch-aware policy, docs/ALGORITHMS.md section 7),
+// then ONE evaluator::forward_batch runs all sequences' rows -- each decoding sequence's pending
+// token and drafts (rows a hand-over already forwarded excluded) plus chunks of prefills in the
+// rows left -- then one head pass over the decoding rows, and each sequence verifies and commits its
+// own rows. Kernels are batch-invariant, so a sequence's tokens do not depend on its neighbours.
+//
+// Threads: submit(), cancel() and the readers of a generation may be called from any thread; they
+// block on the scheduler's lock and condition variables only (the bindings release the GIL). A full
+// waiting queue (max_queued) refuses a request with queue_full_error. A request that would wait
+// while a stream (a non-exclusive request) holds a slot supersedes the oldest such stream: it ends
+// "cancelled" (one interactive stream per slot, as before batching).
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/draft_policy.h"
+#include "engine/slot.h"
+#include "model/batch.h"
+
+namespace specgen {
+
+class generator;
+class generation;
+
+class scheduler {
+public:
+    explicit scheduler(generator& g);
+    ~scheduler();
+
+    // Queues r (admitted between steps). Throws queue_full_error.
+    void submit(generation* r);
+    // Asks the engine to end r and (wait) waits until it has released r.
+    void cancel(generation* r, bool wait = true);
+    // Ends every request ("cancelled") and stops the engine thread (the generator is going away).
+    void shutdown();
+
+    // Held by the engine thread during a step: whoever else uses the evaluator takes it.
+    std::mutex& step_mutex() { return step_mu_; }
+    int n_slots() const { return int(slots_.size()); }
+    int n_free_slots() const;
+    int n_waiting() const;
+
+    // Reader side of a generation (request.cpp).
+    std::mutex& mu() const { return mu_; }
+    std::condition_variable& readers() { return readers_cv_; }
+
+private:
+    void loop();
+    void end_cancelled();   // mu_ held
+    void admit_waiting();   // mu_ held
+    void pick_slot(generation* r);
+    void run_step(const std::vector<generation*>& active);
+    void publish(const std::vector<generation*>& active, std::exception_ptr err);  // mu_ held
+    void release(generation* r);  // mu_ held
+
+    generator& g_;
+    std::vector<slot> slots_;
+    mutable std::mutex mu_;
+    std::condition_variable engine_cv_, readers_cv_;
+    std::deque<generation*> waiting_;
+    std::vector<generation*> active_;  // admitted, in admission order
+    bool stop_ = false;
+    int64_t next_seq_no_ = 0;
+    std::thread thread_;
+    std::thread::id engine_id_;
+    std::mutex step_mu_;
+
+    draft_policy policy_;
+    // The step's scratch.
+    batch batch_;
+    std::vector<float> hidden_, logits_, prefill_logits_;
+    std::vector<int> caps_;
+};
+
+}  // namespace specgen
