@@ -25,7 +25,9 @@ draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, floa
 }
 
 bool draft_vocab::admits(const std::vector<uint8_t>& member, int32_t size, int32_t id) const {
-    if (id < 0) throw invalid_argument_error("nanospec: negative token id " + std::to_string(id));
+    if (id < 0 || id >= std::max(n_vocab_, n_target_vocab_))
+        throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range [0, " +
+                                     std::to_string(std::max(n_vocab_, n_target_vocab_)) + ")");
     // A draft with fewer ids than its target (model/vocab_compat.h) has no head row for the target's
     // extra ids: it cannot propose them, so they stay out of S.
     if (id >= n_vocab_) return false;
@@ -127,11 +129,14 @@ void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out) {
     }
 }
 
-std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m) {
+std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m, int32_t n_target_vocab) {
     const float softcap = m.hp().final_softcap;
-    if (params.nanospec)
-        return std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
-                                             params.nanospec_topk);
+    if (params.nanospec) {
+        auto v = std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
+                                               params.nanospec_topk);
+        v->set_target_vocab(n_target_vocab);
+        return v;
+    }
     if (params.frspec > 0) {
         const std::vector<int32_t> ids = read_frspec_table(params.frspec_path, m.hp().n_vocab, params.frspec);
         auto v = std::make_unique<draft_vocab>(draft_vocab::kind::frspec, m.output(), params.frspec, softcap);

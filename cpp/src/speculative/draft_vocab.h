@@ -41,6 +41,9 @@ public:
     // from each target row at prefill and verification (>= 1).
     draft_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k = 3);
 
+    // The target offers ids up to n_target_vocab (its top-k, its tokens); those this head has no row
+    // for (a draft with fewer ids than its target) are skipped instead of refused.
+    void set_target_vocab(int32_t n_target_vocab) { n_target_vocab_ = n_target_vocab; }
     kind mode() const { return kind_; }
     bool grows() const { return kind_ == kind::nanospec; }
     int32_t capacity() const { return capacity_; }
@@ -90,6 +93,7 @@ private:
     kind kind_;
     weight_view full_;
     int32_t n_vocab_;
+    int32_t n_target_vocab_ = 0;  // set_target_vocab()
     int32_t capacity_;
     float softcap_;
     int top_k_;
@@ -107,8 +111,8 @@ struct generator_params;
 class model;
 // The draft head's token set over m's LM head: NanoSpec's in-context set (params.nanospec, empty
 // until seeded), FR-Spec's static one (params.frspec > 0, filled from params.frspec_path), or null
-// (full head). Each speculator owns one (speculative/speculator.h).
-std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m);
+// (full head). n_target_vocab: the target's ids (set_target_vocab). Each speculator owns one (speculative/speculator.h).
+std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m, int32_t n_target_vocab);
 
 // Ids of the k largest logits, best first (ties: lowest id).  logits: [n_vocab], out: [k], 1 <= k <= n_vocab
 void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out);

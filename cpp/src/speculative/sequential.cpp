@@ -33,7 +33,7 @@ public:
             return;
         }
         weights_ = load_neural_weights(params, target, tok);
-        vocab_ = make_draft_vocab(params, *weights_.m);  // over the drafter's own head
+        vocab_ = make_draft_vocab(params, *weights_.m, target.hp().n_vocab);  // over the drafter's own head
         drafter_ = make_neural_drafter(params, weights_, target_cache, be, vocab_.get(), seq);
     }
 

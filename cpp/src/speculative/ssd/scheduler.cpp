@@ -62,7 +62,7 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
     backend_ = make_cpu_backend(n_threads_lent_);
     backend_->set_active_threads(concurrent() ? n_threads_draft_ : n_threads_lent_);
     cache_ = std::make_unique<kv_cache>(m.hp(), params_.n_ctx);
-    vocab_ = make_draft_vocab(params_, m);
+    vocab_ = make_draft_vocab(params_, m, target.hp().n_vocab);
     drafter_ = std::make_unique<neural_drafter>(m, weights_.n_layers, *cache_, *backend_, vocab_.get(), false);
     ngram_ = make_ngram_drafter(params_.ngram_max, params_.ngram_min);
     fanout_max_ = params_.ssd_fanout;
