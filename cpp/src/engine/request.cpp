@@ -121,7 +121,9 @@ void generation::admit(slot& s, int n_cached, int topk_k) {
     stats_.n_prompt_tokens_cached = n_cached;
     if (topk_k_ > 0) {
         topk_.assign(size_t(prompt_rows()) * topk_k_, 0);
-        std::copy(s.cached_topk.begin(), s.cached_topk.begin() + size_t(n_cached) * topk_k_, topk_.begin());
+        // The cached rows may extend past the top-k rows the previous request kept (its generated tokens).
+        const size_t n = std::min({s.cached_topk.size(), size_t(n_cached) * topk_k_, topk_.size()});
+        std::copy(s.cached_topk.begin(), s.cached_topk.begin() + n, topk_.begin());
     }
     t_admit_ = now_seconds();
     if (!prefilling()) prefill_done_rows(0, nullptr, check_logits_);

@@ -124,8 +124,9 @@ void scheduler::release(generation* r) {
         // The slot keeps the committed rows for the next request's prefix (rows past n_past are stale).
         s->cached.assign(r->history_.begin(), r->history_.begin() + std::min<size_t>(r->history_.size(), size_t(r->n_past_)));
         if (r->topk_k_ > 0)
+            // topk_ holds the prompt's rows only (history_ has grown since): at most those, at most n_past.
             s->cached_topk.assign(r->topk_.begin(),
-                                  r->topk_.begin() + size_t(std::min(r->n_past_, r->prompt_rows())) * r->topk_k_);
+                                  r->topk_.begin() + std::min(r->topk_.size(), size_t(r->n_past_) * r->topk_k_));
         else
             s->cached_topk.clear();
         s->owner = nullptr;
