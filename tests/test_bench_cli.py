@@ -10,15 +10,17 @@ from pathlib import Path
 
 import pytest
 
+import specgen
 from specgen.bench import cli as bench_cli
 from specgen.bench import grammar, presets
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _env(extra_path=None):
+    """The environment of a child that imports the specgen this test imported (the checkout's
+    python/ in a dev build, site-packages when installed)."""
     env = dict(os.environ)
-    parts = ([str(extra_path)] if extra_path else []) + [str(ROOT / "python")] + (
+    parts = ([str(extra_path)] if extra_path else []) + [str(Path(specgen.__file__).resolve().parent.parent)] + (
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env["SPECGEN_PYTHON"] = sys.executable
