@@ -15,7 +15,6 @@ from specgen.bench import cli as bench_cli
 from specgen.bench import grammar, presets
 
 
-
 def _env(extra_path=None):
     """The environment of a child that imports the specgen this test imported (the checkout's
     python/ in a dev build, site-packages when installed)."""
