@@ -18,18 +18,6 @@ namespace specgen {
 
 namespace {
 
-// Dot product with 8 independent partial sums: vectorisable without -ffast-math, and the same
-// order for every row.
-inline float dot_f32(const float* a, const float* b, int n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
-
 // Elementwise work below this size runs on the calling thread: waking the pool costs more.
 constexpr int64_t kElementwiseGrain = 16384;
 
@@ -68,21 +56,18 @@ inline void attend_row(const float* q, int t, int h, const float* k_head, const 
     float* o = out + (int64_t(t) * p.n_head + h) * D;
     const int last = std::min(p_t, n_kv - 1);
     const int first = p.sliding_window > 0 ? std::max(0, p_t - p.sliding_window + 1) : 0;
+    const int n = last - first + 1;
+    vec::dot_rows(qv, k_head + first * stride, stride, n, D, scores + first);
     float max_s = -INFINITY;
     for (int j = first; j <= last; ++j) {
-        float s = dot_f32(qv, k_head + j * stride, D) * p.scale;
+        float s = scores[j] * p.scale;
         if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
         scores[j] = s;
         max_s = std::max(max_s, s);
     }
     // exp in place, summed in an order fixed by the row length alone.
-    const float sum = vec::exp_sub_sum(scores + first, last - first + 1, max_s);
-    std::fill(o, o + D, 0.0f);
-    for (int j = first; j <= last; ++j) {
-        const float w = scores[j];
-        const float* vv = v_head + j * stride;
-        for (int d = 0; d < D; ++d) o[d] += w * vv[d];
-    }
+    const float sum = vec::exp_sub_sum(scores + first, n, max_s);
+    vec::weighted_sum_rows(scores + first, v_head + first * stride, stride, n, D, o);
     const float inv = 1.0f / sum;
     for (int d = 0; d < D; ++d) o[d] *= inv;
 }

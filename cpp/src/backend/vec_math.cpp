@@ -41,6 +41,27 @@ float exp_sub_sum(float* x, int64_t n, float sub) {
     return s;
 }
 
+void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out) {
+    for (int j = 0; j < n_keys; ++j) {
+        const float* k = K + j * stride;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; ++l) acc[l] += q[i + l] * k[i + l];
+        float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        for (; i < n; ++i) s += q[i] * k[i];
+        out[j] = s;
+    }
+}
+
+void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
+    for (int64_t d = 0; d < n; ++d) o[d] = 0.0f;
+    for (int j = 0; j < n_rows; ++j) {
+        const float* v = V + j * stride;
+        for (int64_t d = 0; d < n; ++d) o[d] += w[j] * v[d];
+    }
+}
+
 }  // namespace scalar
 
 #define SPECGEN_VEC_DISPATCH(call)                      \
@@ -59,6 +80,12 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
     SPECGEN_VEC_DISPATCH(silu_mul(gate, up, n, out))
 }
 float exp_sub_sum(float* x, int64_t n, float sub) { SPECGEN_VEC_DISPATCH(exp_sub_sum(x, n, sub)) }
+void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out) {
+    SPECGEN_VEC_DISPATCH(dot_rows(q, K, stride, n_keys, n, out))
+}
+void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
+    SPECGEN_VEC_DISPATCH(weighted_sum_rows(w, V, stride, n_rows, n, o))
+}
 
 #undef SPECGEN_VEC_DISPATCH
 

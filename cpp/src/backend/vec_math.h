@@ -123,6 +123,15 @@ float exp_sub_sum(float* x, int64_t n, float sub);
 // every logits path (full head, NanoSpec's head over S), so capped logits of one id agree bit for bit.
 void softcap_row(float* x, int64_t n, float c);
 
+// Attention's two inner loops (backend/cpu_backend.cpp). The order of every sum is fixed by n alone:
+// dot_rows: out[j] = dot(q, K + j * stride) for j < n_keys, each dot with 8 partial sums acc[i % 8]
+//   over whole groups of 8, combined as ((acc0+acc4) + (acc1+acc5)) + ((acc2+acc6) + (acc3+acc7)),
+//   then the remaining n % 8 products one by one.
+// weighted_sum_rows: o[d] = (..((0 + w[0] V[0][d]) + w[1] V[1][d]) + ..) for d < n, rows `stride`
+//   floats apart: each output a sum over the rows in row order.
+void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out);
+void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o);
+
 // The per-ISA versions behind the dispatch (same contracts); tests call them through set_cpu_isa.
 #define SPECGEN_VEC_MATH_KERNELS(ns)                                              \
     namespace ns {                                                                \
@@ -131,6 +140,8 @@ void softcap_row(float* x, int64_t n, float c);
     void gelu_mul(const float* gate, const float* up, int64_t n, float* out);     \
     void silu_mul(const float* gate, const float* up, int64_t n, float* out);     \
     float exp_sub_sum(float* x, int64_t n, float sub);                            \
+    void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out); \
+    void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o); \
     }
 SPECGEN_VEC_MATH_KERNELS(scalar)
 SPECGEN_VEC_MATH_KERNELS(avx2)

@@ -124,6 +124,69 @@ float exp_sub_sum(float* x, int64_t n, float sub) {
     return s;
 }
 
+// dot_rows: the scalar kernel's 8 partial sums of one key live in one ymm; 4 keys at a time keep four
+// independent add chains in flight.
+inline float combine8(__m256 acc) {
+    // ((a0+a4) + (a1+a5)) + ((a2+a6) + (a3+a7)), as the scalar kernel.
+    const __m128 b = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    const __m128 h = _mm_hadd_ps(b, b);
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+inline float dot_tail(const float* q, const float* k, int64_t i, int64_t n, float s) {
+    for (; i < n; ++i) s += q[i] * k[i];
+    return s;
+}
+
+void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out) {
+    const int64_t n8 = n / 8 * 8;
+    int j = 0;
+    for (; j + 4 <= n_keys; j += 4) {
+        const float* k0 = K + j * stride;
+        const float *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < n8; i += 8) {
+            const __m256 x = _mm256_loadu_ps(q + i);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(x, _mm256_loadu_ps(k0 + i)));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(x, _mm256_loadu_ps(k1 + i)));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(x, _mm256_loadu_ps(k2 + i)));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(x, _mm256_loadu_ps(k3 + i)));
+        }
+        out[j] = dot_tail(q, k0, n8, n, combine8(a0));
+        out[j + 1] = dot_tail(q, k1, n8, n, combine8(a1));
+        out[j + 2] = dot_tail(q, k2, n8, n, combine8(a2));
+        out[j + 3] = dot_tail(q, k3, n8, n, combine8(a3));
+    }
+    for (; j < n_keys; ++j) {
+        const float* k = K + j * stride;
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n8; i += 8) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i)));
+        out[j] = dot_tail(q, k, n8, n, combine8(a));
+    }
+}
+
+// weighted_sum_rows: NV vectors of outputs stay in registers while the rows stream past.
+template <int NV>
+inline void weighted_block(const float* w, const float* V, int64_t stride, int n_rows, float* o, __m256i last) {
+    __m256 acc[NV];
+    for (int c = 0; c < NV; ++c) acc[c] = _mm256_setzero_ps();
+    for (int j = 0; j < n_rows; ++j) {
+        const __m256 wj = set1(w[j]);
+        const float* v = V + j * stride;
+        for (int c = 0; c + 1 < NV; ++c) acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(wj, _mm256_loadu_ps(v + 8 * c)));
+        acc[NV - 1] = _mm256_add_ps(acc[NV - 1], _mm256_mul_ps(wj, _mm256_maskload_ps(v + 8 * (NV - 1), last)));
+    }
+    for (int c = 0; c + 1 < NV; ++c) _mm256_storeu_ps(o + 8 * c, acc[c]);
+    _mm256_maskstore_ps(o + 8 * (NV - 1), last, acc[NV - 1]);
+}
+
+void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
+    const __m256i all = _mm256_set1_epi32(-1);
+    int64_t c = 0;
+    for (; c + 64 <= n; c += 64) weighted_block<8>(w, V + c, stride, n_rows, o + c, all);
+    for (; c < n; c += 8) weighted_block<1>(w, V + c, stride, n_rows, o + c, n - c >= 8 ? all : tail_mask(n - c));
+}
+
 }  // namespace avx2
 }  // namespace vec
 }  // namespace specgen

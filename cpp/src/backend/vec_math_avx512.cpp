@@ -135,6 +135,33 @@ float exp_sub_sum(float* x, int64_t n, float sub) {
     return s;
 }
 
+// dot_rows: 8 partial sums per key fit a ymm, so the AVX2 kernel is this ISA's as well.
+void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out) {
+    avx2::dot_rows(q, K, stride, n_keys, n, out);
+}
+
+// weighted_sum_rows: NV vectors of outputs stay in registers while the rows stream past.
+template <int NV>
+inline void weighted_block(const float* w, const float* V, int64_t stride, int n_rows, float* o, __mmask16 last) {
+    __m512 acc[NV];
+    for (int c = 0; c < NV; ++c) acc[c] = _mm512_setzero_ps();
+    for (int j = 0; j < n_rows; ++j) {
+        const __m512 wj = set1(w[j]);
+        const float* v = V + j * stride;
+        for (int c = 0; c + 1 < NV; ++c) acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(wj, _mm512_loadu_ps(v + 16 * c)));
+        acc[NV - 1] = _mm512_add_ps(acc[NV - 1], _mm512_mul_ps(wj, _mm512_maskz_loadu_ps(last, v + 16 * (NV - 1))));
+    }
+    for (int c = 0; c + 1 < NV; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
+    _mm512_mask_storeu_ps(o + 16 * (NV - 1), last, acc[NV - 1]);
+}
+
+void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
+    int64_t c = 0;
+    for (; c + 128 <= n; c += 128) weighted_block<8>(w, V + c, stride, n_rows, o + c, __mmask16(0xffff));
+    for (; c < n; c += 16)
+        weighted_block<1>(w, V + c, stride, n_rows, o + c, n - c >= 16 ? __mmask16(0xffff) : tail_mask(n - c));
+}
+
 }  // namespace avx512
 }  // namespace vec
 }  // namespace specgen
