@@ -96,8 +96,10 @@ void gemm_tiled_prepared(int64_t n, const void* Wv, size_t ws, int n_rows, const
     constexpr int NTP = K::nt_prepared;
     static_assert(NTP <= 6, "tails below handle up to 5 tokens");
     constexpr int kRowBlock = 32;
-    // Tokens prepared per pass over the rows: bounds the scratch (32 x 2048 columns: 384 KB, in L2).
-    constexpr int kTokenChunk = 32;
+    // Tokens prepared per pass over the rows: bounds the scratch (42 x 2048 columns: 504 KB, in L2).
+    // A multiple of nt_prepared, so only a call's last chunk has a narrow tail tile: with 32 every
+    // chunk of a 128-token prefill ended in a 2-token tile, which costs nearly a full one per row.
+    constexpr int kTokenChunk = 7 * NTP;
     const int64_t np = K::prepared_per_token(n);
     thread_local std::vector<XP> prepared;
     for (int t0 = 0; t0 < n_tok; t0 += kTokenChunk) {
