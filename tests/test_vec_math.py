@@ -202,3 +202,67 @@ def test_result_independent_of_split(isa):
         for cut in (1, 3, 8, 13, 16, 17, 500, 999):
             parts = np.concatenate([f(x[:cut], up[:cut]), f(x[cut:], up[cut:])])
             assert parts.tobytes() == whole.tobytes(), (k, cut)
+
+
+# ---- attention's loops and greedy's argmax ----------------------------------------------------------
+
+def _dot8_reference(q, k):
+    """dot_rows' documented order: 8 partial sums, combined ((0+4) + (1+5)) + ((2+6) + (3+7)), then the rest."""
+    n8 = len(q) // 8 * 8
+    acc = [np.float32(0)] * 8
+    for i in range(0, n8, 8):
+        for j in range(8):
+            acc[j] = np.float32(acc[j] + np.float32(q[i + j] * k[i + j]))
+    s = np.float32(np.float32(np.float32(acc[0] + acc[4]) + np.float32(acc[1] + acc[5])) +
+                   np.float32(np.float32(acc[2] + acc[6]) + np.float32(acc[3] + acc[7])))
+    for i in range(n8, len(q)):
+        s = np.float32(s + np.float32(q[i] * k[i]))
+    return s
+
+
+@pytest.mark.parametrize("n,n_keys", [(0, 3), (1, 1), (7, 5), (8, 4), (13, 9), (64, 7), (256, 6), (80, 1)])
+def test_dot_rows_order_on_every_isa(n, n_keys):
+    rng = np.random.default_rng(n * 31 + n_keys)
+    q = rng.standard_normal(n).astype(np.float32)
+    K = rng.standard_normal((n_keys, n)).astype(np.float32)
+    ref = np.float32([_dot8_reference(q, K[j]) for j in range(n_keys)])
+    for isa in supported_isas():
+        _core.set_cpu_isa(isa)
+        got = _core.vec_dot_rows(q, K.reshape(-1), n_keys)
+        assert got.tobytes() == ref.tobytes(), (isa, got, ref)
+
+
+@pytest.mark.parametrize("n,n_rows", [(0, 2), (1, 3), (15, 4), (16, 1), (17, 5), (128, 3), (256, 9), (300, 2)])
+def test_weighted_sum_rows_in_row_order_on_every_isa(n, n_rows):
+    rng = np.random.default_rng(n * 7 + n_rows)
+    w = rng.random(n_rows).astype(np.float32)
+    V = rng.standard_normal((n_rows, n)).astype(np.float32)
+    ref = np.zeros(n, np.float32)
+    for j in range(n_rows):
+        ref = (ref + (w[j] * V[j]).astype(np.float32)).astype(np.float32)
+    for isa in supported_isas():
+        _core.set_cpu_isa(isa)
+        got = _core.vec_weighted_sum_rows(w, V.reshape(-1), n)
+        assert got.tobytes() == ref.tobytes(), isa
+
+
+@pytest.mark.parametrize("n", [1, 5, 8, 16, 17, 262144])
+def test_argmax_finite_first_maximum_on_every_isa(n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    cases = [x]
+    if n > 3:
+        tie = x.copy()
+        tie[[1, n - 1]] = x.max() + 1  # two maxima: the first wins
+        zeros = np.full(n, -np.inf, np.float32)
+        zeros[[n // 2, 2]] = [0.0, -0.0]  # -0 == +0: the lower index
+        cases += [tie, zeros, np.full(n, -np.inf, np.float32)]
+    for isa in supported_isas():
+        _core.set_cpu_isa(isa)
+        for c in cases:
+            expect = int(np.flatnonzero(c == c.max())[0])
+            assert _core.vec_argmax_finite(c) == expect, isa
+        for bad in (np.nan, np.inf):
+            y = x.copy()
+            y[n - 1] = bad
+            assert _core.vec_argmax_finite(y) == -1, (isa, bad)

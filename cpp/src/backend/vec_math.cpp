@@ -2,6 +2,8 @@
 // and the dispatch on active_cpu_isa(). Compiled with -ffp-contract=off (CMakeLists.txt).
 #include "backend/vec_math.h"
 
+#include <cmath>
+
 #include "quant/quant.h"
 
 namespace specgen {
@@ -62,6 +64,15 @@ void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_row
     }
 }
 
+int64_t argmax_finite(const float* x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (x[i] != x[i] || x[i] == INFINITY) return -1;
+        if (x[i] > x[best]) best = i;
+    }
+    return best;
+}
+
 }  // namespace scalar
 
 #define SPECGEN_VEC_DISPATCH(call)                      \
@@ -86,6 +97,7 @@ void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_
 void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
     SPECGEN_VEC_DISPATCH(weighted_sum_rows(w, V, stride, n_rows, n, o))
 }
+int64_t argmax_finite(const float* x, int64_t n) { SPECGEN_VEC_DISPATCH(argmax_finite(x, n)) }
 
 #undef SPECGEN_VEC_DISPATCH
 

@@ -132,6 +132,10 @@ void softcap_row(float* x, int64_t n, float c);
 void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out);
 void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o);
 
+// Index of the first maximum of x[0..n), n > 0, when every x[i] is finite or -inf; -1 when some x[i]
+// is NaN or +inf (the caller names it). Greedy decoding's argmax over the whole vocabulary.
+int64_t argmax_finite(const float* x, int64_t n);
+
 // The per-ISA versions behind the dispatch (same contracts); tests call them through set_cpu_isa.
 #define SPECGEN_VEC_MATH_KERNELS(ns)                                              \
     namespace ns {                                                                \
@@ -142,6 +146,7 @@ void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_row
     float exp_sub_sum(float* x, int64_t n, float sub);                            \
     void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out); \
     void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o); \
+    int64_t argmax_finite(const float* x, int64_t n);                             \
     }
 SPECGEN_VEC_MATH_KERNELS(scalar)
 SPECGEN_VEC_MATH_KERNELS(avx2)

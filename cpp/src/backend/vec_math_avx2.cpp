@@ -5,6 +5,8 @@
 // must not be fused. Only called when the CPU allows.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "backend/vec_math.h"
 
 namespace specgen {
@@ -185,6 +187,35 @@ void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_row
     int64_t c = 0;
     for (; c + 64 <= n; c += 64) weighted_block<8>(w, V + c, stride, n_rows, o + c, all);
     for (; c < n; c += 8) weighted_block<1>(w, V + c, stride, n_rows, o + c, n - c >= 8 ? all : tail_mask(n - c));
+}
+
+// argmax_finite: the maximum and any NaN / +inf in one pass, then the first index holding it.
+int64_t argmax_finite(const float* x, int64_t n) {
+    const __m256 inf = set1(INFINITY), ninf = set1(-INFINITY);
+    __m256 mx = ninf, bad = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(v, inf, _CMP_EQ_OQ)));
+        mx = _mm256_max_ps(mx, v);
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mx);
+    float best = lanes[0];
+    for (int k = 1; k < 8; ++k) best = lanes[k] > best ? lanes[k] : best;
+    for (int64_t k = i; k < n; ++k) {
+        if (x[k] != x[k] || x[k] == INFINITY) return -1;
+        best = x[k] > best ? x[k] : best;
+    }
+    if (_mm256_movemask_ps(bad)) return -1;
+    const __m256 vb = set1(best);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vb, _CMP_EQ_OQ));
+        if (hit) return i + __builtin_ctz(unsigned(hit));
+    }
+    for (; i < n; ++i)
+        if (x[i] == best) return i;
+    return 0;  // unreachable: the maximum is one of the elements
 }
 
 }  // namespace avx2

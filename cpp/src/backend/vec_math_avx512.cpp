@@ -5,6 +5,8 @@
 // must not be fused. Only called when the CPU allows.
 #include <immintrin.h>
 
+#include <cmath>
+
 // GCC 12's avx512fintrin.h trips -W(maybe-)uninitialized on its own _mm512_undefined_* helpers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -160,6 +162,28 @@ void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_row
     for (; c + 128 <= n; c += 128) weighted_block<8>(w, V + c, stride, n_rows, o + c, __mmask16(0xffff));
     for (; c < n; c += 16)
         weighted_block<1>(w, V + c, stride, n_rows, o + c, n - c >= 16 ? __mmask16(0xffff) : tail_mask(n - c));
+}
+
+// argmax_finite: the maximum and any NaN / +inf in one pass, then the first index holding it.
+int64_t argmax_finite(const float* x, int64_t n) {
+    const __m512 inf = set1(INFINITY);
+    __m512 mx = set1(-INFINITY);
+    __mmask16 bad = 0;
+    int64_t i = 0;
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+        const __m512 v = _mm512_mask_loadu_ps(set1(-INFINITY), m, x + i);
+        bad |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v, inf, _CMP_EQ_OQ);
+        mx = _mm512_max_ps(mx, v);
+    }
+    if (bad) return -1;
+    const __m512 best = set1(_mm512_reduce_max_ps(mx));
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+        const __mmask16 hit = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), best, _CMP_EQ_OQ);
+        if (hit) return i + __builtin_ctz(hit);
+    }
+    return 0;  // unreachable: the maximum is one of the elements
 }
 
 }  // namespace avx512

@@ -140,6 +140,39 @@ void bind_backend(nb::module_& m) {
         nb::arg("x"), nb::arg("sub"),
         "The attention softmax step: (exp_approx(x - sub), its sum in the kernel's fixed order).");
     m.def(
+        "vec_dot_rows",
+        [](f32_vec q, f32_vec K, int n_keys) {
+            const int64_t n = int64_t(q.shape(0));
+            if (n_keys < 0 || int64_t(K.shape(0)) != n_keys * n)
+                throw invalid_argument_error("vec_dot_rows: K must hold n_keys rows of len(q) floats");
+            float* out;
+            auto arr = owned_vec(size_t(n_keys), &out);
+            vec::dot_rows(q.data(), K.data(), n, n_keys, n, out);
+            return arr;
+        },
+        nb::arg("q"), nb::arg("K"), nb::arg("n_keys"),
+        "Attention scores: dot(q, row j of K) for j < n_keys in the kernel's fixed order (float32).");
+    m.def(
+        "vec_weighted_sum_rows",
+        [](f32_vec w, f32_vec V, int64_t n) {
+            const int n_rows = int(w.shape(0));
+            if (n < 0 || int64_t(V.shape(0)) != n_rows * n)
+                throw invalid_argument_error("vec_weighted_sum_rows: V must hold len(w) rows of n floats");
+            float* out;
+            auto arr = owned_vec(size_t(n), &out);
+            vec::weighted_sum_rows(w.data(), V.data(), n, n_rows, n, out);
+            return arr;
+        },
+        nb::arg("w"), nb::arg("V"), nb::arg("n"),
+        "Attention's value sum: sum_j w[j] * V[j] in row order (float32, n columns).");
+    m.def(
+        "vec_argmax_finite",
+        [](f32_vec x) {
+            if (x.shape(0) == 0) throw invalid_argument_error("vec_argmax_finite: empty row");
+            return vec::argmax_finite(x.data(), int64_t(x.shape(0)));
+        },
+        nb::arg("x"), "Index of the first maximum, or -1 when x holds a NaN or +inf.");
+    m.def(
         "vec_softcap",
         [](f32_vec x, float c) {
             float* y;

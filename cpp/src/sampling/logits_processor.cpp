@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/vec_math.h"
 #include "common/error.h"
 #include "sampling/sampling.h"
 
@@ -57,6 +58,15 @@ void logits_processor::process(const float* logits, const int32_t* ids, int32_t 
     params.validate();
 
     const bool penalty = params.repeat_penalty != 1.0f && params.repeat_last_n != 0 && n_history > 0;
+    if (params.greedy() && !penalty && !ids) {
+        // Greedy over the whole vocabulary: the SIMD argmax (ties: lowest id); a NaN / +inf logit
+        // falls through to the loop below, which names it.
+        const int64_t best = vec::argmax_finite(logits, n);
+        if (best >= 0) {
+            out.set_point_mass(int32_t(best));
+            return;
+        }
+    }
     if (params.greedy() && !penalty) {
         // Fast path for greedy decoding: one pass, no candidate copy (ties: lowest id, as below).
         int32_t best = -1;
