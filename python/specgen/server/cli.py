@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("-s", "--seed", type=int, default=-1, help="default sampling seed of requests without one, -1 = random")
     g = p.add_argument_group("speculative decoding (lossless)")
     g.add_argument("-md", "--model-draft", default=None, help="draft model GGUF with the target's vocabulary")
-    g.add_argument("--draft", choices=["self", "ngram"], default=None, help="draft with the target's first layers or by prompt lookup")
+    g.add_argument("--draft", choices=["auto", "none", "self", "ngram"], default=None,
+                   help="auto (the default without -md: the policy picks the method per request and round), none "
+                        "(plain decoding), the target's first layers, or prompt lookup")
     g.add_argument("--draft-max", type=int, default=8)
     g.add_argument("--draft-min", type=int, default=0)
     g.add_argument("--draft-p-min", type=float, default=0.0)
@@ -61,8 +63,9 @@ def generator_kwargs(ns: argparse.Namespace) -> Dict[str, Any]:
     """specgen.Generator keyword arguments from the parsed flags."""
     if ns.model_draft and ns.draft:
         raise SystemExit("specgen serve: error: give either -md/--model-draft or --draft, not both")
+    draft = ns.model_draft or ns.draft or "auto"
     return dict(
-        model=ns.model, draft=ns.model_draft or ns.draft, n_ctx=ns.ctx_size, n_threads=ns.threads,
+        model=ns.model, draft=None if draft == "none" else draft, n_ctx=ns.ctx_size, n_threads=ns.threads,
         n_threads_draft=ns.threads_draft, device=ns.device, seed=None if ns.seed < 0 else ns.seed,
         verify=ns.verify, draft_max=ns.draft_max, draft_min=ns.draft_min, draft_p_min=ns.draft_p_min,
         self_layers=ns.self_layers, ngram_max=ns.ngram_max, ngram_min=ns.ngram_min, nanospec=ns.nanospec,
