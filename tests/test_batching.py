@@ -22,6 +22,8 @@ KINDS = {
     "plain": {},
     "ngram": {"draft": "ngram"},
     "self_nanospec": {"draft": "self", "self_layers": 6, "nanospec": True},
+    # In a batch auto picks among none and n-gram only; alone (size 1) the self drafter competes too.
+    "auto": {"draft": "auto"},
 }
 
 

@@ -7,7 +7,8 @@ clients and report aggregate throughput and p50/p95 time-to-first-token and inte
 Each client sends greedy /v1/completions requests (stream: true) from a fixed prompt list, one after
 another. TTFT: request sent -> first chunk with text; ITL: a request's (last - first chunk time) /
 (completion tokens - 1), from the usage of its last chunk (or a count of chunks when a server sends
-none). Several --url values are measured interleaved, client count by client count, in one run.
+none); errors: requests whose connection the server dropped (each retried once on a new
+connection, so throughput counts completed requests only). Several --url values are measured interleaved, client count by client count, in one run.
 """
 from __future__ import annotations
 
@@ -72,16 +73,30 @@ def run(url: str, model: str, clients: int, requests: int, n: int) -> Dict[str, 
     lock = threading.Lock()
     counter = iter(range(requests))
 
+    errors = [0]
+
     def worker() -> None:
-        with httpx.Client(timeout=600) as c:
-            while True:
-                with lock:
-                    i = next(counter, None)
-                if i is None:
-                    return
-                res = _one(c, url, model, PROMPTS[i % len(PROMPTS)], n)
+        c = httpx.Client(timeout=600)
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                break
+            for attempt in range(2):
+                try:
+                    res = _one(c, url, model, PROMPTS[i % len(PROMPTS)], n)
+                    break
+                except httpx.TransportError:
+                    # A server that closes a kept-alive connection: counted, then once more on a new one.
+                    with lock:
+                        errors[0] += 1
+                    c.close()
+                    c = httpx.Client(timeout=600)
+                    res = None
+            if res is not None:
                 with lock:
                     results.append(res)
+        c.close()
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(clients)]
@@ -92,7 +107,7 @@ def run(url: str, model: str, clients: int, requests: int, n: int) -> Dict[str, 
     wall = time.perf_counter() - t0
     ttft = [r["ttft"] for r in results]
     itl = [r["itl"] for r in results if r["itl"] == r["itl"]]
-    return {"tok_s": sum(r["tokens"] for r in results) / wall, "ttft_p50": _percentile(ttft, 0.5),
+    return {"errors": errors[0], "tok_s": sum(r["tokens"] for r in results) / wall, "ttft_p50": _percentile(ttft, 0.5),
             "ttft_p95": _percentile(ttft, 0.95), "itl_p50": _percentile(itl, 0.5), "itl_p95": _percentile(itl, 0.95)}
 
 
@@ -106,13 +121,13 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=64, help="max_tokens per request")
     args = ap.parse_args()
     labels = args.label or args.url
-    print(f"{'server':<28} {'clients':>7} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'ITL p95':>8}")
+    print(f"{'server':<28} {'clients':>7} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'ITL p95':>8} {'errors':>6}")
     for k in (int(x) for x in args.clients.split(",")):
         for url, label in zip(args.url, labels):
             _one(httpx.Client(timeout=600), url, args.model, PROMPTS[0], 4)  # warm-up
             r = run(url, args.model, k, max(args.requests, k), args.n)
             print(f"{label:<28} {k:>7} {r['tok_s']:>8.1f} {r['ttft_p50'] * 1e3:>7.0f}ms {r['ttft_p95'] * 1e3:>7.0f}ms "
-                  f"{r['itl_p50'] * 1e3:>6.1f}ms {r['itl_p95'] * 1e3:>6.1f}ms", flush=True)
+                  f"{r['itl_p50'] * 1e3:>6.1f}ms {r['itl_p95'] * 1e3:>6.1f}ms {r['errors']:>6}", flush=True)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ private:
     int add_prefill(batch& b, int max_rows);         // the next chunk; returns its rows
     // After forward_batch: the chunk's rows are in the cache; `hidden` = the chunk's hidden rows.
     void prefill_done_rows(int m, const float* hidden, std::vector<float>& logits_scratch);
-    void propose(int cap);                           // cap: the batch policy's longest draft
+    void propose(int cap, int batch_size);  // cap: the batch policy's longest draft; batch_size: the step's sequences
     // Adds [pending, x_1..x_g] minus the rows already forwarded; returns the rows it added.
     int add_round_rows(batch& b);
     int round_rows() const { return gamma_ + 1; }    // rows of the head: g + 1

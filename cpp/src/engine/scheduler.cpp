@@ -287,7 +287,7 @@ void scheduler::run_step(const std::vector<generation*>& act) {
         }
         policy_.choose(seqs, int(decoding.size()), caps_);
     }
-    for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->propose(caps_[i]);
+    for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->propose(caps_[i], int(decoding.size()));
 
     // 2. One ragged batch: every round's rows, then prefill chunks in the rows left.
     batch_.clear();

@@ -67,6 +67,10 @@ public:
     // The round's verdict, before the engine commits it: vocabulary growth, draft length, SSD's
     // speculation cache. Sets stats.vocab_set_size.
     virtual void observe(const verify_outcome& v, generation_stats& stats) = 0;
+    // Before a round's propose(): how many sequences decode in this step (1 alone). Draft lengths
+    // already follow it through max_n (engine/draft_policy.h); auto also drops the drafters whose
+    // cost is one forward per sequence and would serialise the batch (docs/ALGORITHMS.md section 8).
+    virtual void set_batch_size(int n_sequences) {}
     // The request ends (finished, cancelled or superseded). Idempotent.
     virtual void end() {}
 };

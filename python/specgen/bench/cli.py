@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--markdown", help="write a Markdown report")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--parallel", default=None,
-                    help="batch sizes, e.g. 1,2,4,8,16: N concurrent requests on one Generator (plain vs ngram "
-                         "speculation under the batch policy; specgen.bench.parallel)")
+                    help="batch sizes, e.g. 1,2,4,8,16: N concurrent requests on one Generator (plain vs ngram and "
+                         "draft=auto speculation under the batch policy; specgen.bench.parallel)")
     ap.add_argument("--bandwidth-mb", type=int, default=1024, help="--core: array size for the bandwidth probe")
     ap.set_defaults(then_core=False)
     return ap

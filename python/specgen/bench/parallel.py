@@ -1,8 +1,8 @@
 """`specgen bench --parallel 1,2,4,8,16`: N concurrent requests on one Generator (n_parallel slots).
 
-For each batch size N and each configuration (plain decoding, and the batch policy's speculation),
-interleaved in one run: N client threads each run one greedy request at the same time; reported are
-the aggregate tokens/s (all tokens / wall time from the first submission to the last end), p50 / p95
+For each batch size N and each configuration (plain decoding; n-gram and draft="auto" speculation
+under the batch policy), interleaved in one run: N client threads each run one greedy request at the
+same time; reported are the aggregate tokens/s (all tokens / wall time from the first submission to the last end), p50 / p95
 per-token latency (the time between a request's successive tokens, a step's tokens sharing it) and
 p50 time to first token. The Generators are loaded once per configuration with n_parallel = max N.
 """
@@ -24,7 +24,7 @@ PROMPTS = [
     "A short history of the printing press:",
 ]
 
-CONFIGS = {"plain": {}, "ngram": {"draft": "ngram"}}
+CONFIGS = {"plain": {}, "ngram": {"draft": "ngram"}, "auto": {"draft": "auto"}}
 
 
 def _percentile(xs: List[float], q: float) -> float:
@@ -75,7 +75,7 @@ def _one_batch(g, n: int, max_tokens: int, base: int) -> Dict[str, Any]:
 
 
 def run_parallel(model: Optional[str], sizes: Sequence[int], *, max_tokens: int = 64, threads: Optional[int] = 2,
-                 n_ctx: int = 1024, repeats: int = 1, configs: Sequence[str] = ("plain", "ngram"),
+                 n_ctx: int = 1024, repeats: int = 1, configs: Sequence[str] = ("plain", "ngram", "auto"),
                  progress: bool = True) -> Dict[str, Any]:
     from specgen import Generator
 

@@ -67,7 +67,10 @@ public:
         shadow_->propose(history, std::min(draft_max_, std::max(0, max_n)), request_.sampling, 0.0f, unused, shadow);
         shadow_tokens_ = shadow.tokens;
 
-        auto_choice c = policy_.choose(n_ids_);
+        // In a batched step the self drafter's forwards run one sequence after another while the
+        // target's rows are batched: measured 0.94x plain decoding at 4 sequences, where n-gram lookup
+        // (free) kept 1.0x. Alone it competes as usual.
+        auto_choice c = policy_.choose(n_ids_, batch_size_ < 2);
         if (force_every_ > 0) {
             // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
             const int turn = (rounds_ / force_every_) % kAutoMethods;
@@ -85,6 +88,8 @@ public:
         if (c.method == auto_method::none || c.gamma <= 0) return;
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), gen, out, stats);
     }
+
+    void set_batch_size(int n_sequences) override { batch_size_ = n_sequences; }
 
     void observe(const verify_outcome& v, generation_stats& stats) override {
         const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
@@ -125,6 +130,7 @@ private:
     std::vector<int32_t> shadow_tokens_;
     int64_t n_ids_ = 0;
     int rounds_ = 0;
+    int batch_size_ = 1;
     bool have_current_ = false;
     auto_method current_ = auto_method::none;
     auto_choice choice_;

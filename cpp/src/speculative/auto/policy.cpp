@@ -79,10 +79,10 @@ auto_choice auto_policy::predict(auto_method m, int n_ids) const {
     return best;
 }
 
-auto_choice auto_policy::choose(int n_ids) const {
+auto_choice auto_policy::choose(int n_ids, bool allow_self) const {
     auto_choice best = predict(auto_method::none, n_ids);
     for (auto_method m : {auto_method::ngram, auto_method::self_nanospec}) {
-        if (m == auto_method::self_nanospec && !have_self_) continue;
+        if (m == auto_method::self_nanospec && (!have_self_ || !allow_self)) continue;
         const auto_choice c = predict(m, n_ids);
         if (c.tokens_per_second() > best.tokens_per_second() * (best.method == auto_method::none ? kSwitchMargin : 1.0))
             best = c;

@@ -31,7 +31,8 @@ public:
     // A request starts: priors from the prompt and the temperature.
     void begin(const std::vector<int32_t>& prompt, float temperature);
     // The best method and gamma for the next round; n_ids = |S| now.
-    auto_choice choose(int n_ids) const;
+    // allow_self = false: none or n-gram only (a batched step, auto_speculator.h).
+    auto_choice choose(int n_ids, bool allow_self = true) const;
     // The prediction for one method (used by choose() and the forced switches).
     auto_choice predict(auto_method m, int n_ids) const;
     // A round of `m` drafted `gamma` tokens, accepted n_accepted and took `seconds` (propose to verdict);
