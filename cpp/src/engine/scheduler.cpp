@@ -156,7 +156,10 @@ void scheduler::end_cancelled() {
 
 void scheduler::pick_slot(generation* r) {
     const int n = r->prompt_rows();
-    const int k = slots_[0].spec ? slots_[0].spec->prompt_topk() : 0;
+    int k = slots_[0].spec ? slots_[0].spec->prompt_topk() : 0;
+    // Joining a batch (r is in active_ already): a speculator that drafts with S only alone skips the
+    // head rows of the prompt's top-k (TTFT under load: docs/ALGORITHMS.md section 8).
+    if (k > 0 && active_.size() > 1 && !slots_[0].spec->prompt_topk_when_batched()) k = 0;
     slot* best = nullptr;
     int best_lcp = -1;
     for (slot& s : slots_) {

@@ -69,7 +69,7 @@ public:
         if (vocab_->grows()) {
             // The target rows on the emitted path (0..k: the ones whose context was kept) and the
             // emitted tokens x_1..x_k, y (docs/ALGORITHMS.md section 3).
-            const int n_rows = v.n_accepted + 1, k = vocab_->top_k();
+            const int n_rows = v.target_logits ? v.n_accepted + 1 : 0, k = vocab_->top_k();
             topk_.resize(size_t(n_rows) * k);
             for (int r = 0; r < n_rows; ++r)
                 top_ids(v.target_logits + size_t(r) * v.n_vocab, v.n_vocab, k, &topk_[size_t(r) * k]);

@@ -32,7 +32,8 @@ struct verify_outcome {
     int n_accepted = 0;                // k: x_1..x_k kept
     int32_t next_token = -1;           // y: correction (k < g) or bonus (k == g)
     // The target's raw logits over [pending, x_1..x_g]  [gamma + 1, n_vocab]; rows 0..k are on the
-    // emitted path (NanoSpec's growth reads their top-k).
+    // emitted path (NanoSpec's growth reads their top-k). nullptr: S grows by the emitted and drafted
+    // tokens only this round (auto in a batch skips the per-row top-k pass over the vocabulary).
     const float* target_logits = nullptr;
     int32_t n_vocab = 0;
 };
@@ -55,6 +56,9 @@ public:
     // only, which S holds anyway): the full 262k-row head over every prompt row would cost more than
     // the prefill's layers (docs/ALGORITHMS.md section 3).
     static constexpr int kPromptTopkRows = 64;
+    // false: a request admitted while others are active skips that top-k (its S starts from the prompt
+    // ids), because the speculator drafts with S only when alone (auto, see set_batch_size).
+    virtual bool prompt_topk_when_batched() const { return true; }
     // A request starts: prompt = its history (the last token pending); topk: [n_topk_rows, prompt_topk()]
     // ids, best first, of the last n_topk_rows (<= kPromptTopkRows) forwarded prompt rows. Sets stats.vocab_set_size.
     virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,

@@ -41,6 +41,7 @@ public:
     }
 
     int prompt_topk() const override { return candidates_[size_t(auto_method::self_nanospec)]->prompt_topk(); }
+    bool prompt_topk_when_batched() const override { return false; }
 
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
                int64_t n_topk_rows, generation_stats& stats) override {
@@ -108,8 +109,12 @@ public:
         // Past the emitted tokens the shadow cannot be judged: count only what was seen.
         if (g > n_emitted && matched == n_emitted) policy_.observe_shadow_ngram(matched, matched);
         else policy_.observe_shadow_ngram(g, matched);
+        // In a batch the self candidate does not draft (set_batch_size): its S grows by the emitted
+        // tokens only, without the top-k pass over the vocabulary per row that would serialise the step.
+        verify_outcome seen = v;
+        if (batch_size_ >= 2) seen.target_logits = nullptr;
         for (auto& c : candidates_)
-            if (c) c->observe(v, stats);
+            if (c) c->observe(seen, stats);
         n_ids_ = stats.vocab_set_size;
     }
 
