@@ -173,7 +173,14 @@ def test_prefix_reuse(model_path):
         r1 = g.generate(first, max_tokens=8, temperature=0)
         follow = g.tokenize(first) + r1.tokens + g.tokenize(" Later,", add_bos=False)
         r2 = g.generate(follow, max_tokens=8, temperature=0)
-        assert r2.stats["n_prompt_tokens_cached"] >= len(g.tokenize(first)) + len(r1.tokens) - 1
+        s = r2.stats
+        assert s["n_prompt_tokens_cached"] >= len(g.tokenize(first)) + len(r1.tokens) - 1
+        # Prefill speed counts the computed rows only (a reused prompt is not a fast prefill).
+        computed = s["n_prompt_tokens"] - s["n_prompt_tokens_cached"]
+        assert s["prefill_tokens_per_second"] == pytest.approx(computed / s["prefill_seconds"])
+        again = g.generate(follow, max_tokens=1, temperature=0).stats
+        if again["n_prompt_tokens_cached"] == again["n_prompt_tokens"]:
+            assert again["prefill_tokens_per_second"] == 0
     with specgen.Generator(model_path, n_threads=2, n_ctx=512) as fresh:
         ref = fresh.generate(follow, max_tokens=8, temperature=0)
         assert ref.stats["n_prompt_tokens_cached"] <= 1

@@ -331,7 +331,9 @@ def summarise(cells: Sequence[Cell], status: Dict[Cell, str], runs: Sequence[Dic
                 dec = spread(st["decode_tokens_per_second"] for st in stats)
                 row["sets"][s] = {
                     "n_runs": len(rs),
-                    "prefill_tps": spread(st["prefill_tokens_per_second"] for st in stats),
+                    # Runs whose prompt was wholly reused from the KV cache computed no prefill (0).
+                    "prefill_tps": spread(st["prefill_tokens_per_second"] for st in stats
+                                          if st["prefill_tokens_per_second"] > 0),
                     "decode_tps": dec,
                     "speedup": ratio(dec["median"], ar_median.get(cell.baseline_key + (s,))),
                     "pooled": pooled,

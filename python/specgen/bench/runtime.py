@@ -90,7 +90,9 @@ def run_core(
         for r in range(repeats):
             if progress:
                 sys.stderr.write(f"core: {t} thread(s): run {r + 1}/{repeats}\n")
-            st = g.generate(toks, max_tokens=max_tokens, temperature=0.0).stats
+            # A different second token each run: the KV cache cannot reuse the last run's prompt.
+            run_toks = toks[:1] + [1000 + r] + toks[1:-1]
+            st = g.generate(run_toks, max_tokens=max_tokens, temperature=0.0).stats
             pre.append(st["prefill_tokens_per_second"])
             dec.append(st["decode_tokens_per_second"])
         g.close()
