@@ -157,15 +157,16 @@ void scheduler::end_cancelled() {
 void scheduler::pick_slot(generation* r) {
     const int n = r->prompt_rows();
     int k = slots_[0].spec ? slots_[0].spec->prompt_topk() : 0;
-    // Joining a batch (r is in active_ already): a speculator that drafts with S only alone skips the
-    // head rows of the prompt's top-k (TTFT under load: docs/ALGORITHMS.md section 8).
-    if (k > 0 && active_.size() > 1 && !slots_[0].spec->prompt_topk_when_batched()) k = 0;
+    const bool optional = k > 0 && slots_[0].spec->prompt_topk_optional();
+    // Joining a batch (r is in active_ already): skip the head rows of the prompt's top-k
+    // (docs/ALGORITHMS.md section 8).
+    if (optional && active_.size() > 1) k = 0;
     slot* best = nullptr;
     int best_lcp = -1;
     for (slot& s : slots_) {
         if (s.owner) continue;
         int lcp = common_prefix(s.cached, r->history_, n);
-        if (k > 0) lcp = std::min(lcp, int(s.cached_topk.size() / size_t(k)));
+        if (k > 0 && !optional) lcp = std::min(lcp, int(s.cached_topk.size() / size_t(k)));
         if (lcp > best_lcp || (lcp == best_lcp && s.last_used < best->last_used)) {
             best = &s;
             best_lcp = lcp;
@@ -189,6 +190,8 @@ void scheduler::pick_slot(generation* r) {
             best_lcp = src_lcp;
         }
     }
+    // The cached rows are worth more than the top-k that would seed S: reuse them without it.
+    if (optional && k > 0 && best->cached_topk.size() < size_t(best_lcp) * size_t(k)) k = 0;
     best->owner = r;
     r->admit(*best, best_lcp, k);
 }
@@ -285,7 +288,8 @@ void scheduler::run_step(const std::vector<generation*>& act) {
         std::vector<draft_policy::sequence> seqs;
         for (generation* r : decoding) {
             const generation_stats& s = r->stats_;
-            seqs.push_back({draft_policy::acceptance(s.n_accepted, s.n_drafted),
+            const double a = r->slot_->spec ? r->slot_->spec->batch_acceptance() : -1.0;
+            seqs.push_back({a >= 0 ? a : draft_policy::acceptance(s.n_accepted, s.n_drafted),
                             s.n_drafted > 0 ? s.draft_seconds / double(s.n_drafted) : 0.0, g_.params().draft_max});
         }
         policy_.choose(seqs, int(decoding.size()), caps_);

@@ -56,9 +56,11 @@ public:
     // only, which S holds anyway): the full 262k-row head over every prompt row would cost more than
     // the prefill's layers (docs/ALGORITHMS.md section 3).
     static constexpr int kPromptTopkRows = 64;
-    // false: a request admitted while others are active skips that top-k (its S starts from the prompt
-    // ids), because the speculator drafts with S only when alone (auto, see set_batch_size).
-    virtual bool prompt_topk_when_batched() const { return true; }
+    // true: the top-k only improves S, so the engine may leave it out (S then starts from the prompt
+    // ids): for a request that joins a batch, where this speculator drafts without S (auto, see
+    // set_batch_size), and for one whose reusable cached prefix has no top-k rows kept, where reusing
+    // the rows saves a whole prefill.
+    virtual bool prompt_topk_optional() const { return false; }
     // A request starts: prompt = its history (the last token pending); topk: [n_topk_rows, prompt_topk()]
     // ids, best first, of the last n_topk_rows (<= kPromptTopkRows) forwarded prompt rows. Sets stats.vocab_set_size.
     virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
@@ -75,6 +77,10 @@ public:
     // already follow it through max_n (engine/draft_policy.h); auto also drops the drafters whose
     // cost is one forward per sequence and would serialise the batch (docs/ALGORITHMS.md section 8).
     virtual void set_batch_size(int n_sequences) {}
+    // The acceptance the batch policy should expect of this sequence's next drafts, in [0, 1); < 0: the
+    // request's own counts (n_accepted / n_drafted). auto drafts by n-gram in a batch, whose acceptance
+    // is not that of the self drafter's rounds the request may have run alone.
+    virtual double batch_acceptance() const { return -1.0; }
     // The request ends (finished, cancelled or superseded). Idempotent.
     virtual void end() {}
 };

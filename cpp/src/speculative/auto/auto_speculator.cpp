@@ -1,6 +1,7 @@
 // docs/ALGORITHMS.md section 8: the auto speculator (auto_speculator.h).
 #include "speculative/auto/auto_speculator.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -41,7 +42,7 @@ public:
     }
 
     int prompt_topk() const override { return candidates_[size_t(auto_method::self_nanospec)]->prompt_topk(); }
-    bool prompt_topk_when_batched() const override { return false; }
+    bool prompt_topk_optional() const override { return true; }
 
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
                int64_t n_topk_rows, generation_stats& stats) override {
@@ -91,6 +92,7 @@ public:
     }
 
     void set_batch_size(int n_sequences) override { batch_size_ = n_sequences; }
+    double batch_acceptance() const override { return std::min(0.95, policy_.acceptance(auto_method::ngram)); }
 
     void observe(const verify_outcome& v, generation_stats& stats) override {
         const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
