@@ -155,6 +155,24 @@ def test_calibration_is_cached_and_overridable(model_path, tmp_path, monkeypatch
     assert json.loads(path.read_text())["body_row_seconds"] < 10.0
 
 
+def test_stale_automatic_cache_is_measured_again(model_path, tmp_path, monkeypatch):
+    """The automatic cache (no SPECGEN_CALIBRATION) written while the machine was 10x slower than now is
+    measured again and rewritten at the next load; a named file is taken as it is (test above)."""
+    monkeypatch.delenv("SPECGEN_CALIBRATION", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    _auto(model_path, monkeypatch).close()
+    (path,) = (tmp_path / "specgen").glob("calibration-*.json")
+    fresh = json.loads(path.read_text())
+    stale = dict(fresh, verify_seconds=[10 * t for t in fresh["verify_seconds"]],
+                 head_full_seconds=[10 * t for t in fresh["head_full_seconds"]],
+                 body_row_seconds=10 * fresh["body_row_seconds"])
+    path.write_text(json.dumps(stale))
+    _auto(model_path, monkeypatch).close()
+    again = json.loads(path.read_text())
+    assert again["verify_seconds"][0] < 5 * fresh["verify_seconds"][0]
+    assert again["body_row_seconds"] < 5 * fresh["body_row_seconds"]
+
+
 def test_auto_picks_ngram_on_repetitive_text(model_path, calibration, monkeypatch):
     g = _auto(model_path, monkeypatch)
     try:

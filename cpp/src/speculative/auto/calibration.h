@@ -4,6 +4,8 @@
 // Cache file: $SPECGEN_CALIBRATION when set (read when it exists, else written there), otherwise
 // ~/.cache/specgen/calibration-<hash>.json with hash = FNV-1a of (model path, file size, threads,
 // device, hardware threads, version). SPECGEN_CALIBRATION=off measures every load and writes nothing.
+// The automatic cache (not a file SPECGEN_CALIBRATION names) is measured again and rewritten when one
+// target row (forward + head, min of 2) now differs from its T(1) by more than 1.5x either way.
 #pragma once
 #include <string>
 
@@ -18,6 +20,9 @@ struct backend;
 // Measures T(R) for R = 1..9, the full head over R rows, a body row and the subset head (min of 3
 // repeats each) by forwarding into rows 0..8 of `cache` (the next prefill overwrites them).
 cost_model measure_costs(const model& target, backend& be, kv_cache& cache);
+
+// Seconds of one target row (forward + full head), the min of two after a warm-up.
+double probe_row_seconds(const model& target, backend& be, kv_cache& cache);
 
 // The cached model for this model + machine, or a fresh measurement (then cached).
 // `source` is set to the file read or written ("" when not cached).
