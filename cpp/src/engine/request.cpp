@@ -167,8 +167,9 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
 void generation::propose(int cap, int batch_size) {
     proposal_.clear();
     gamma_ = 0;
-    if (!slot_->spec || cap <= 0) return;
-    slot_->spec->set_batch_size(batch_size);
+    if (!slot_->spec) return;
+    slot_->spec->set_batch_size(batch_size);  // also when the batch policy leaves it no draft this round
+    if (cap <= 0) return;
     generator& g = *gen_;
     const int64_t budget = params_.max_tokens < 0 ? INT64_MAX : params_.max_tokens - int64_t(generated_.size());
     const int64_t room = g.n_ctx() - n_past_ - 1;
