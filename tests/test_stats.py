@@ -11,6 +11,8 @@ import pytest
 import specgen
 from specgen import GenerationStats
 
+import c_programs
+
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "one two three four one two three four one two three"
 
@@ -56,22 +58,8 @@ def test_c_struct_has_every_field():
 
 
 def test_c_stats_equal_python_stats(model_path, tmp_path):
-    import shutil
-
-    from specgen import paths
-
-    cc = shutil.which("cc") or shutil.which("gcc")
-    try:
-        inc, lib = paths.include_dir(), paths.lib_dir()
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
-    if not cc:
-        pytest.skip("no C compiler")
-    exe = tmp_path / "stats"
-    r = subprocess.run([cc, "-std=c99", "-Wall", "-Werror", str(ROOT / "tests" / "c" / "stats_speculative.c"), "-I", inc,
-                        "-L", lib, "-lspecgen", f"-Wl,-rpath,{lib}", "-o", str(exe)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run([str(exe), str(model_path), PROMPT, "12"], capture_output=True, text=True, timeout=300)
+    exe = c_programs.build("stats_speculative.c", tmp_path / "stats")
+    r = subprocess.run([exe, str(model_path), PROMPT, "12"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     c = dict(line.split("=", 1) for line in r.stdout.splitlines())
     with specgen.Generator(model_path, n_threads=1, n_ctx=256, draft="ngram", draft_max=4) as g:

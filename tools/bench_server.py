@@ -4,42 +4,26 @@ clients and report aggregate throughput and p50/p95 time-to-first-token and inte
 
     python tools/bench_server.py --url http://127.0.0.1:8080 --clients 1,4,8,16 --requests 32 -n 64
 
-Each client sends greedy /v1/completions requests (stream: true) from a fixed prompt list, one after
-another. TTFT: request sent -> first chunk with text; ITL: a request's (last - first chunk time) /
-(completion tokens - 1), from the usage of its last chunk (or a count of chunks when a server sends
-none); errors: requests whose connection the server dropped (each retried once on a new
-connection, so throughput counts completed requests only). Several --url values are measured interleaved, client count by client count, in one run.
+Each client sends greedy /v1/completions requests (stream: true) with the prompts of `specgen bench
+--parallel`, one after another. TTFT: request sent -> first chunk with text; ITL: a request's (last -
+first chunk time) / (completion tokens - 1), from the usage of its last chunk (or a count of chunks when
+a server sends none); errors: requests whose connection the server dropped (each retried once on a new
+connection, so throughput counts completed requests only). Several --url values are measured
+interleaved, client count by client count, in one run.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import threading
 import time
 from typing import Dict, List
 
 import httpx
 
-PROMPTS = [
-    "The three laws of robotics are",
-    "Write a Python function that returns the n-th Fibonacci number.\n\ndef fibonacci(n):",
-    "Once upon a time, in a small village by the sea,",
-    "The capital of France is Paris. The capital of Germany is Berlin. The capital of Italy is",
-    "List the planets of the solar system in order from the sun:",
-    "def quicksort(xs):\n    if len(xs) <= 1:\n        return xs\n",
-    "Photosynthesis is the process by which",
-    "Q: What is 17 times 23?\nA:",
-]
-
-
-def _percentile(xs: List[float], q: float) -> float:
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+# The prompts of `specgen bench --parallel`: both batch benchmarks send the same requests.
+from specgen.bench.parallel import PROMPTS
+from specgen.bench.stats import percentile
 
 
 def _one(client: httpx.Client, url: str, model: str, prompt: str, n: int) -> Dict[str, float]:
@@ -82,7 +66,8 @@ def run(url: str, model: str, clients: int, requests: int, n: int) -> Dict[str, 
                 i = next(counter, None)
             if i is None:
                 break
-            for attempt in range(2):
+            res = None
+            for _ in range(2):
                 try:
                     res = _one(c, url, model, PROMPTS[i % len(PROMPTS)], n)
                     break
@@ -92,7 +77,6 @@ def run(url: str, model: str, clients: int, requests: int, n: int) -> Dict[str, 
                         errors[0] += 1
                     c.close()
                     c = httpx.Client(timeout=600)
-                    res = None
             if res is not None:
                 with lock:
                     results.append(res)
@@ -107,8 +91,8 @@ def run(url: str, model: str, clients: int, requests: int, n: int) -> Dict[str, 
     wall = time.perf_counter() - t0
     ttft = [r["ttft"] for r in results]
     itl = [r["itl"] for r in results if r["itl"] == r["itl"]]
-    return {"errors": errors[0], "tok_s": sum(r["tokens"] for r in results) / wall, "ttft_p50": _percentile(ttft, 0.5),
-            "ttft_p95": _percentile(ttft, 0.95), "itl_p50": _percentile(itl, 0.5), "itl_p95": _percentile(itl, 0.95)}
+    return {"errors": errors[0], "tok_s": sum(r["tokens"] for r in results) / wall, "ttft_p50": percentile(ttft, 0.5),
+            "ttft_p95": percentile(ttft, 0.95), "itl_p50": percentile(itl, 0.5), "itl_p95": percentile(itl, 0.95)}
 
 
 def main() -> None:

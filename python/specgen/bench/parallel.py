@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from specgen.bench.stats import percentile
+
 PROMPTS = [
     "The three laws of robotics are",
     "Write a Python function that returns the n-th Fibonacci number.\n\ndef fibonacci(n):",
@@ -25,13 +27,6 @@ PROMPTS = [
 ]
 
 CONFIGS = {"plain": {}, "ngram": {"draft": "ngram"}, "auto": {"draft": "auto"}}
-
-
-def _percentile(xs: List[float], q: float) -> float:
-    if not xs:
-        return 0.0
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
 def _one_batch(g, n: int, max_tokens: int, base: int) -> Dict[str, Any]:
@@ -70,8 +65,8 @@ def _one_batch(g, n: int, max_tokens: int, base: int) -> Dict[str, Any]:
         t.join()
     wall = time.perf_counter() - t0
     return {"tokens": sum(counts), "wall_s": wall, "tok_s": sum(counts) / wall,
-            "p50_ms": 1e3 * _percentile(gaps, 0.5), "p95_ms": 1e3 * _percentile(gaps, 0.95),
-            "ttft_ms": 1e3 * _percentile(ttft, 0.5)}
+            "p50_ms": 1e3 * percentile(gaps, 0.5), "p95_ms": 1e3 * percentile(gaps, 0.95),
+            "ttft_ms": 1e3 * percentile(ttft, 0.5)}
 
 
 def run_parallel(model: Optional[str], sizes: Sequence[int], *, max_tokens: int = 64, threads: Optional[int] = 2,

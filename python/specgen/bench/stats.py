@@ -29,6 +29,11 @@ def _percentile(sorted_xs: Sequence[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
+def percentile(values: Iterable[float], q: float) -> float:
+    """Linear-interpolated percentile of ``values`` in any order (NaN when there are none)."""
+    return _percentile(sorted(values), q)
+
+
 def spread(values: Iterable[float]) -> Dict[str, float]:
     """Median, quartiles, min, max and count of ``values`` (NaNs dropped).
 
