@@ -72,11 +72,12 @@ public:
         // In a batched step the self drafter's forwards run one sequence after another while the
         // target's rows are batched: measured 0.94x plain decoding at 4 sequences, where n-gram lookup
         // (free) kept 1.0x. Alone it competes as usual.
-        auto_choice c = policy_.choose(n_ids_, batch_size_ < 2);
+        const int n_shadow = int(shadow_tokens_.size());
+        auto_choice c = policy_.choose(n_ids_, n_shadow, batch_size_ < 2);
         if (force_every_ > 0) {
             // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
             const int turn = (rounds_ / force_every_) % kAutoMethods;
-            c = policy_.predict(auto_method(kAutoMethods - 1 - turn), n_ids_);
+            c = policy_.predict(auto_method(kAutoMethods - 1 - turn), n_ids_, n_shadow);
         }
         rounds_ += 1;
         if (have_current_ && c.method != current_) stats.auto_n_switches += 1;

@@ -1,6 +1,7 @@
 // The auto speculator's choice (docs/ALGORITHMS.md section 8.2): per method a live acceptance
-// estimate (a prior before the method's first round), a timing correction, and the argmax of the
-// predicted tokens per second over methods and draft lengths. Every input is an outcome already
+// estimate (a prior before the method's first round) and per draft position the conditional
+// acceptance rates, a timing correction, and the argmax of the predicted tokens per second over
+// methods and draft lengths. Every input is an outcome already
 // emitted or a time already measured, so the choice never depends on the round it is made for.
 #pragma once
 #include <array>
@@ -30,29 +31,38 @@ public:
 
     // A request starts: priors from the prompt and the temperature.
     void begin(const std::vector<int32_t>& prompt, float temperature);
-    // The best method and gamma for the next round; n_ids = |S| now.
+    // The best method and gamma for the next round; n_ids = |S| now; ngram_tokens = the length of
+    // the n-gram drafter's proposal for this round (its shadow: the round can draft no more).
     // allow_self = false: none or n-gram only (a batched step, auto_speculator.h).
-    auto_choice choose(int n_ids, bool allow_self = true) const;
+    auto_choice choose(int n_ids, int ngram_tokens, bool allow_self = true) const;
     // The prediction for one method (used by choose() and the forced switches).
-    auto_choice predict(auto_method m, int n_ids) const;
+    auto_choice predict(auto_method m, int n_ids, int ngram_tokens) const;
     // A round of `m` drafted `gamma` tokens, accepted n_accepted and took `seconds` (propose to verdict);
     // predicted_seconds: what the cost model said it would take.
     void observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds);
     // Shadow evaluation of the n-gram drafter (free to run): its proposal matched the first
     // n_matched of `gamma` emitted tokens.
     void observe_shadow_ngram(int gamma, int n_matched);
+    // The pooled i.i.d. acceptance of `m` (with its prior).
     double acceptance(auto_method m) const;
+    // E[tokens per round] of `m` drafting g tokens: 1 + sum_k prod_{j<=k} p_j over the per-position
+    // conditional acceptance p_j (each shrunk towards the pooled rate).
+    double expected_tokens(auto_method m, int g) const;
 
 private:
     struct tracker {
         double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
         double prior = 0, prior_weight = 0;  // pseudo-counts
         double measured_s = 0, predicted_s = 0;  // round seconds measured / predicted (the timing correction)
+        std::vector<double> reached, passed;     // per draft position: rounds that drafted it / accepted it
     };
+    // A round of `t`'s method drafted `gamma` tokens and `n_accepted` of them were accepted.
+    void count_round(tracker& t, int gamma, int n_accepted);
     const cost_model& costs_;
     int draft_max_;
     bool have_self_;
     std::array<tracker, kAutoMethods> t_{};
+    bool observed_ = false;  // a round of this request has been verified
     double time_scale(auto_method m) const;
 };
 
