@@ -123,7 +123,7 @@ void scheduler::release(generation* r) {
         if (s->spec) s->spec->end();  // joins SSD's drafter thread
         // The slot keeps the committed rows for the next request's prefix (rows past n_past are stale).
         s->cached.assign(r->history_.begin(), r->history_.begin() + std::min<size_t>(r->history_.size(), size_t(r->n_past_)));
-        if (r->topk_k_ > 0)
+        if (r->topk_k_ > 0 && r->seed_rows_.empty())
             // topk_ holds the prompt's rows only (history_ has grown since): at most those, at most n_past.
             s->cached_topk.assign(r->topk_.begin(),
                                   r->topk_.begin() + std::min(r->topk_.size(), size_t(r->n_past_) * r->topk_k_));
@@ -238,7 +238,31 @@ void scheduler::loop() {
         }
         lock.lock();
         publish(act, err);
+        seed_deferred(lock);
     }
+}
+
+void scheduler::seed_deferred(std::unique_lock<std::mutex>& lock) {
+    std::vector<generation*> ready;
+    for (generation* r : active_)
+        if (r->seeding_pending() && !r->cancel_requested_ && r->engine_reason_ == finish_reason::none) ready.push_back(r);
+    if (ready.empty()) return;
+    // The first token is published: now the head over the prompt's last rows seeds S. Alone only: in
+    // a batch the rows would hold every other sequence's step (docs/ALGORITHMS.md section 8.2).
+    const bool alone = active_.size() == 1 && waiting_.empty();
+    lock.unlock();
+    {
+        std::lock_guard<std::mutex> step(step_mu_);
+        for (generation* r : ready) {
+            try {
+                r->seed_deferred_topk(alone, prefill_logits_);
+            } catch (...) {  // ends the request at the next publish, like a failed step
+                r->error_ = std::current_exception();
+                r->finish(finish_reason::cancelled);
+            }
+        }
+    }
+    lock.lock();
 }
 
 void scheduler::publish(const std::vector<generation*>& act, std::exception_ptr err) {

@@ -51,6 +51,12 @@ public:
         }
     }
 
+    void add_prompt_topk(const int32_t* topk, int64_t n_topk_rows, generation_stats& stats) override {
+        if (!vocab_ || !vocab_->grows()) return;
+        vocab_->seed(nullptr, 0, topk, n_topk_rows);
+        stats.vocab_set_size = vocab_->size();
+    }
+
     void propose(const std::vector<int32_t>& history, int max_n, rng& gen, proposal& out,
                  generation_stats& stats) override {
         out.clear();

@@ -47,6 +47,7 @@ public:
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
                int64_t n_topk_rows, generation_stats& stats) override {
         request_ = request;
+        awaiting_topk_ = request.prompt_topk_follows;
         for (auto& c : candidates_)
             if (c) c->begin(prompt, request, topk, n_topk_rows, stats);
         n_ids_ = stats.vocab_set_size;
@@ -73,7 +74,9 @@ public:
         // target's rows are batched: measured 0.94x plain decoding at 4 sequences, where n-gram lookup
         // (free) kept 1.0x. Alone it competes as usual.
         const int n_shadow = int(shadow_tokens_.size());
-        auto_choice c = policy_.choose(n_ids_, n_shadow, batch_size_ < 2);
+        // Until S has the prompt's top-k (add_prompt_topk) the self drafter would draft from the prompt
+        // ids alone: the first round is n-gram or plain.
+        auto_choice c = policy_.choose(n_ids_, n_shadow, batch_size_ < 2 && !awaiting_topk_);
         if (force_every_ > 0) {
             // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
             const int turn = (rounds_ / force_every_) % kAutoMethods;
@@ -90,6 +93,12 @@ public:
         stats.auto_predicted_tokens_per_second = sum_pred_seconds_ > 0 ? sum_pred_tokens_ / sum_pred_seconds_ : 0;
         if (c.method == auto_method::none || c.gamma <= 0) return;
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), gen, out, stats);
+    }
+
+    void add_prompt_topk(const int32_t* topk, int64_t n_topk_rows, generation_stats& stats) override {
+        candidates_[size_t(auto_method::self_nanospec)]->add_prompt_topk(topk, n_topk_rows, stats);
+        n_ids_ = stats.vocab_set_size;
+        awaiting_topk_ = false;
     }
 
     void set_batch_size(int n_sequences) override { batch_size_ = n_sequences; }
@@ -139,6 +148,7 @@ private:
     int64_t n_ids_ = 0;
     int rounds_ = 0;
     int batch_size_ = 1;
+    bool awaiting_topk_ = false;
     bool have_current_ = false;
     auto_method current_ = auto_method::none;
     auto_choice choice_;
