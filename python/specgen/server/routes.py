@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator, Dict, List, Optional
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from specgen import openai_compat as oc
 from specgen.server.engine import QueueFull, RequestHandle
@@ -114,7 +115,8 @@ async def completions(body: CompletionRequest, request: Request):
             frequency_penalty=body.frequency_penalty, presence_penalty=body.presence_penalty, stop=body.stop_list(),
             seed=body.seed, n=body.n, best_of=body.best_of, logit_bias=body.logit_bias, logprobs=n_top,
             max_tokens_limit=state.max_tokens_limit)
-        tokens = oc.prompt_tokens(state.generator, body.prompt)
+        # off the event loop: a long prompt's tokenization would stall every open stream
+        tokens = await run_in_threadpool(oc.prompt_tokens, state.generator, body.prompt)
     except APIError:
         raise
     except Exception as e:
@@ -142,7 +144,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request):
             presence_penalty=body.presence_penalty, stop=body.stop_list(), seed=body.seed, n=body.n,
             logit_bias=body.logit_bias, logprobs=n_top, max_tokens_limit=state.max_tokens_limit)
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
-        tokens = oc.chat_prompt_tokens(state.generator, state.chat_template, messages)
+        tokens = await run_in_threadpool(oc.chat_prompt_tokens, state.generator, state.chat_template, messages)
     except APIError:
         raise
     except Exception as e:
