@@ -22,6 +22,7 @@ struct auto_choice {
     int gamma = 0;
     double predicted_tokens = 1;   // E[tokens per round]
     double predicted_seconds = 0;  // the round's predicted time (timing-corrected)
+    double score = 0;              // the optimistic tokens per second the choice is made by (policy.cpp)
     double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
 };
 
@@ -46,8 +47,9 @@ public:
     // The pooled i.i.d. acceptance of `m` (with its prior).
     double acceptance(auto_method m) const;
     // E[tokens per round] of `m` drafting g tokens: 1 + sum_k prod_{j<=k} p_j over the per-position
-    // conditional acceptance p_j (each shrunk towards the pooled rate).
-    double expected_tokens(auto_method m, int g) const;
+    // conditional acceptance p_j (each shrunk towards the pooled rate); z > 0: each p_j taken z
+    // standard errors up (the optimistic estimate that picks g).
+    double expected_tokens(auto_method m, int g, double z = 0.0) const;
 
 private:
     struct tracker {
