@@ -213,6 +213,26 @@ def test_copy_prompt_drafts_like_ngram_lookup(model_path, tmp_path, monkeypatch)
         ngram.close()
 
 
+def test_prompt_topk_seeding_waits_for_the_first_token(model_path, calibration, monkeypatch):
+    """NanoSpec's prompt top-k (the full head over the last prompt rows) runs after the first token is
+    published, not between the prompt and it; a request alone still gets it."""
+    g = _auto(model_path, monkeypatch)
+    try:
+        gen, _ = g._start(PROMPTS[0], exclusive=True, max_tokens=24, temperature=0)
+        while not gen.tokens:
+            gen.step()
+        first = gen.stats()
+        assert first["nanospec_prefill_seconds"] == 0
+        while not gen.done:
+            gen.step()
+        last = gen.stats()
+        assert last["nanospec_prefill_seconds"] > 0
+        # the same prompt alone, once more: the seeding does not change the output
+        assert gen.tokens == g.generate(PROMPTS[0], max_tokens=24, temperature=0).tokens
+    finally:
+        g.close()
+
+
 def test_bad_combinations(model_path):
     for kw in (dict(ssd=True), dict(nanospec=True), dict(frspec=100)):
         with pytest.raises(specgen.errors.InvalidParameterError, match="auto"):
