@@ -165,9 +165,8 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
     n_past_ += m;
     if (prefilling()) return;
     if (slot_->spec) {
-        const bool follows = defer && !seed_rows_.empty();
-        const bool give = topk_k_ > 0 && !follows;
-        slot_->spec->begin(history_, {params_.sampling, params_.seed, method_, follows},
+        const bool give = topk_k_ > 0 && seed_rows_.empty();  // else add_prompt_topk() brings it later
+        slot_->spec->begin(history_, {params_.sampling, params_.seed, method_},
                            give ? topk_.data() + size_t(first) * topk_k_ : nullptr, give ? prompt_rows() - first : 0, stats_);
     }
     stats_.prefill_seconds = now_seconds() - t_admit_;

@@ -43,8 +43,6 @@ struct speculation_request {
     sampling_params sampling;
     uint64_t seed = 0;
     verify_method method = verify_method::block;
-    // begin() gets no prompt top-k: add_prompt_topk() brings it after the request's first token.
-    bool prompt_topk_follows = false;
 };
 
 class speculator {
@@ -67,9 +65,9 @@ public:
     // ids, best first, of the last n_topk_rows (<= kPromptTopkRows) forwarded prompt rows. Sets stats.vocab_set_size.
     virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
                        int64_t n_topk_rows, generation_stats& stats) = 0;
-    // The prompt top-k begin() went without (request.prompt_topk_follows; optional top-k only): the
-    // engine runs the head over those rows once the first token is out, so the seeding of S does not
-    // delay it (docs/ALGORITHMS.md section 8.2). Same layout as begin()'s.
+    // The prompt top-k begin() went without (optional top-k only): the engine runs the head over those
+    // rows once the first token is out, so the seeding of S does not delay it (docs/ALGORITHMS.md
+    // section 8.2); none (n_topk_rows 0) when the request shares steps by then. Same layout as begin()'s.
     virtual void add_prompt_topk(const int32_t* /*topk*/, int64_t /*n_topk_rows*/, generation_stats& /*stats*/) {}
     // The proposal for the round after `history` (its last token pending): at most max_n tokens
     // (max_n >= 0: the room left in the context and the token budget), no more than the current

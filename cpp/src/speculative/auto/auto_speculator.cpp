@@ -47,7 +47,6 @@ public:
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
                int64_t n_topk_rows, generation_stats& stats) override {
         request_ = request;
-        awaiting_topk_ = request.prompt_topk_follows;
         for (auto& c : candidates_)
             if (c) c->begin(prompt, request, topk, n_topk_rows, stats);
         n_ids_ = stats.vocab_set_size;
@@ -74,9 +73,10 @@ public:
         // target's rows are batched: measured 0.94x plain decoding at 4 sequences, where n-gram lookup
         // (free) kept 1.0x. Alone it competes as usual.
         const int n_shadow = int(shadow_tokens_.size());
-        // Until S has the prompt's top-k (add_prompt_topk) the self drafter would draft from the prompt
-        // ids alone: the first round is n-gram or plain.
-        auto_choice c = policy_.choose(n_ids_, n_shadow, batch_size_ < 2 && !awaiting_topk_);
+        // The first round is n-gram or plain: its tokens are the request's first, and a self-drafter
+        // round would hold them back by g body forwards (~60-100 ms here); S also gets the prompt's
+        // top-k only once that first token is out (add_prompt_topk).
+        auto_choice c = policy_.choose(n_ids_, n_shadow, batch_size_ < 2 && rounds_ > 0);
         if (force_every_ > 0) {
             // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
             const int turn = (rounds_ / force_every_) % kAutoMethods;
@@ -98,7 +98,6 @@ public:
     void add_prompt_topk(const int32_t* topk, int64_t n_topk_rows, generation_stats& stats) override {
         candidates_[size_t(auto_method::self_nanospec)]->add_prompt_topk(topk, n_topk_rows, stats);
         n_ids_ = stats.vocab_set_size;
-        awaiting_topk_ = false;
     }
 
     void set_batch_size(int n_sequences) override { batch_size_ = n_sequences; }
@@ -148,7 +147,6 @@ private:
     int64_t n_ids_ = 0;
     int rounds_ = 0;
     int batch_size_ = 1;
-    bool awaiting_topk_ = false;
     bool have_current_ = false;
     auto_method current_ = auto_method::none;
     auto_choice choice_;

@@ -37,7 +37,6 @@ double prompt_self_overlap(const std::vector<int32_t>& prompt) {
 
 void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     t_ = {};
-    observed_ = false;
     for (tracker& t : t_) {
         t.reached.assign(size_t(std::max(1, draft_max_)), 0.0);
         t.passed.assign(size_t(std::max(1, draft_max_)), 0.0);
@@ -133,17 +132,10 @@ auto_choice auto_policy::choose(int n_ids, int ngram_tokens, bool allow_self) co
         const auto_choice c = predict(m, n_ids, ngram_tokens);
         if (c.score > best.score * (best.method == auto_method::none ? kSwitchMargin : 1.0)) best = c;
     }
-    // The first round, before any evidence, drafts with n-gram lookup instead of the self drafter
-    // when it has a proposal: its round costs about a plain one (verify rows are nearly free at
-    // batch 1) and its shadow scores it either way, while a self-drafter round spent on a prompt
-    // that is then copied costs g body forwards (measured: 0.8x n-gram's speed on copy prompts).
-    if (!observed_ && best.method == auto_method::self_nanospec && ngram_tokens > 0)
-        best = predict(auto_method::ngram, n_ids, ngram_tokens);
     return best;
 }
 
 void auto_policy::observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds) {
-    observed_ = true;
     tracker& t = t_[size_t(m)];
     // The n-gram drafter is scored by its shadow every round.
     if (gamma > 0 && m != auto_method::ngram) count_round(t, gamma, n_accepted);

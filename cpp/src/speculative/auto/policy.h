@@ -64,7 +64,6 @@ private:
     int draft_max_;
     bool have_self_;
     std::array<tracker, kAutoMethods> t_{};
-    bool observed_ = false;  // a round of this request has been verified
     double time_scale(auto_method m) const;
 };
 
