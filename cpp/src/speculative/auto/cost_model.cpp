@@ -2,7 +2,6 @@
 #include "speculative/auto/cost_model.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace specgen {
 
@@ -40,13 +39,6 @@ double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
             return (g + 1) * body_row + g * subset_head_seconds(n_ids) + head_seconds(g + 1);
         default: return verify_seconds(1);
     }
-}
-
-double expected_tokens(double a, int g) {
-    if (g <= 0) return 1.0;
-    a = std::min(std::max(a, 0.0), 1.0);
-    if (a >= 1.0 - 1e-9) return double(g + 1);
-    return (1.0 - std::pow(a, g + 1)) / (1.0 - a);
 }
 
 }  // namespace specgen

@@ -1,6 +1,6 @@
 // The auto speculator's cost model (docs/ALGORITHMS.md section 8.1): per-row costs measured on this
-// machine (calibration.h) and the predicted tokens per second of each method at acceptance a and
-// draft length g. Pure arithmetic: no engine state.
+// machine (calibration.h) and the predicted seconds of a round of each method at draft length g (the
+// tokens it emits are the policy's estimate: policy.h). Pure arithmetic: no engine state.
 #pragma once
 #include <vector>
 
@@ -30,8 +30,5 @@ struct cost_model {
     // One round of `m` drafting g tokens (g = 0: a plain round), |S| = n_ids: draft + verify seconds.
     double round_seconds(auto_method m, int g, int n_ids) const;
 };
-
-// E[tokens per round] at i.i.d. acceptance a and g drafted tokens: (1 - a^(g+1)) / (1 - a).
-double expected_tokens(double a, int g);
 
 }  // namespace specgen

@@ -22,7 +22,7 @@ struct auto_choice {
     int gamma = 0;
     double predicted_tokens = 1;   // E[tokens per round]
     double predicted_seconds = 0;  // the round's predicted time (timing-corrected)
-    double score = 0;              // the optimistic tokens per second the choice is made by (policy.cpp)
+    double score = 0;              // the method's best mean tokens per second: what choose() compares
     double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
 };
 
