@@ -137,35 +137,40 @@ int generation::add_prefill(batch& b, int max_rows) {
     return m;
 }
 
-void generation::prefill_done_rows(int m, const float* hidden, std::vector<float>& scratch) {
+void generation::topk_rows(const float* hidden, int n, int row0, std::vector<float>& scratch) {
     generator& g = *gen_;
+    const auto t_head = clock_type::now();
+    const int n_vocab = g.n_vocab(), E = g.target().hp().n_embd;
+    scratch.resize(size_t(std::min(kVocabHeadChunk, n)) * n_vocab);
+    for (int r = 0; r < n; r += kVocabHeadChunk) {
+        const int c = std::min(kVocabHeadChunk, n - r);
+        g.eval_->logits(hidden + size_t(r) * E, c, scratch.data());
+        for (int j = 0; j < c; ++j)
+            top_ids(scratch.data() + size_t(j) * n_vocab, n_vocab, topk_k_, &topk_[size_t(row0 + r + j) * topk_k_]);
+    }
+    stats_.nanospec_prefill_seconds += seconds_since(t_head);
+}
+
+void generation::prefill_done_rows(int m, const float* hidden, std::vector<float>& scratch) {
     // The speculator's draft vocabulary starts from the target's top-k at the last prompt rows
     // (speculator::kPromptTopkRows; docs/ALGORITHMS.md section 3).
     const int first = std::max(0, prompt_rows() - speculator::kPromptTopkRows);
-    // An optional top-k waits for the first token: keep the rows' hidden states (seed_deferred_topk).
-    const bool defer = topk_k_ > 0 && slot_->spec && slot_->spec->prompt_topk_optional();
-    if (m > 0 && defer && n_past_ + m > first) {
-        const int E = g.target().hp().n_embd;
-        for (int r = std::max(0, first - n_past_); r < m; ++r) {
-            seed_rows_.push_back(n_past_ + r);
-            seed_hidden_.insert(seed_hidden_.end(), hidden + size_t(r) * E, hidden + size_t(r + 1) * E);
+    if (m > 0 && topk_k_ > 0 && n_past_ + m > first) {
+        const int r0 = std::max(0, first - n_past_);  // the chunk's first row that needs its top-k
+        if (slot_->spec && slot_->spec->prompt_topk_optional()) {
+            // An optional top-k waits for the first token: keep the rows' hidden states
+            // (seed_deferred_topk). A prompt's chunks come in order, so the kept rows are contiguous.
+            const int E = gen_->target().hp().n_embd;
+            if (seed_hidden_.empty()) seed_row0_ = n_past_ + r0;
+            seed_hidden_.insert(seed_hidden_.end(), hidden + size_t(r0) * E, hidden + size_t(m) * E);
+        } else {
+            topk_rows(hidden + size_t(r0) * gen_->target().hp().n_embd, m - r0, n_past_ + r0, scratch);
         }
-    } else if (m > 0 && topk_k_ > 0 && n_past_ + m > first) {
-        const auto t_head = clock_type::now();
-        const int n_vocab = g.n_vocab(), E = g.target().hp().n_embd;
-        scratch.resize(size_t(std::min(kVocabHeadChunk, m)) * n_vocab);
-        for (int r = std::max(0, first - n_past_); r < m; r += kVocabHeadChunk) {
-            const int c = std::min(kVocabHeadChunk, m - r);
-            g.eval_->logits(hidden + size_t(r) * E, c, scratch.data());
-            for (int j = 0; j < c; ++j)
-                top_ids(scratch.data() + size_t(j) * n_vocab, n_vocab, topk_k_, &topk_[size_t(n_past_ + r + j) * topk_k_]);
-        }
-        stats_.nanospec_prefill_seconds += seconds_since(t_head);
     }
     n_past_ += m;
     if (prefilling()) return;
     if (slot_->spec) {
-        const bool give = topk_k_ > 0 && seed_rows_.empty();  // else add_prompt_topk() brings it later
+        const bool give = topk_k_ > 0 && seed_hidden_.empty();  // else add_prompt_topk() brings it later
         slot_->spec->begin(history_, {params_.sampling, params_.seed, method_},
                            give ? topk_.data() + size_t(first) * topk_k_ : nullptr, give ? prompt_rows() - first : 0, stats_);
     }
@@ -174,28 +179,16 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
 }
 
 void generation::seed_deferred_topk(bool run_head, std::vector<float>& scratch) {
-    generator& g = *gen_;
     if (!run_head) {
-        seed_rows_.clear();
         seed_hidden_.clear();
         slot_->spec->add_prompt_topk(nullptr, 0, stats_);
         return;
     }
-    const auto t_head = clock_type::now();
-    const int n_vocab = g.n_vocab(), E = g.target().hp().n_embd, n = int(seed_rows_.size());
-    scratch.resize(size_t(std::min(kVocabHeadChunk, n)) * n_vocab);
-    for (int r = 0; r < n; r += kVocabHeadChunk) {
-        const int c = std::min(kVocabHeadChunk, n - r);
-        g.eval_->logits(seed_hidden_.data() + size_t(r) * E, c, scratch.data());
-        for (int j = 0; j < c; ++j)
-            top_ids(scratch.data() + size_t(j) * n_vocab, n_vocab, topk_k_, &topk_[size_t(seed_rows_[size_t(r + j)]) * topk_k_]);
-    }
+    topk_rows(seed_hidden_.data(), int(seed_hidden_.size() / size_t(gen_->target().hp().n_embd)), seed_row0_, scratch);
+    seed_hidden_.clear();
     const int n_prompt_rows = int(topk_.size() / size_t(topk_k_));  // topk_ holds the prompt's rows only
     const int first = std::max(0, n_prompt_rows - speculator::kPromptTopkRows);
     slot_->spec->add_prompt_topk(topk_.data() + size_t(first) * topk_k_, n_prompt_rows - first, stats_);
-    seed_rows_.clear();
-    seed_hidden_.clear();
-    stats_.nanospec_prefill_seconds += seconds_since(t_head);
 }
 
 void generation::propose(int cap, int batch_size) {

@@ -81,9 +81,11 @@ private:
     // After forward_batch: the chunk's rows are in the cache; `hidden` = the chunk's hidden rows.
     void prefill_done_rows(int m, const float* hidden, std::vector<float>& logits_scratch);
     // The prompt top-k deferred past the first token (an optional one: speculator.h): true while it waits.
-    bool seeding_pending() const { return !seed_rows_.empty() && !generated_.empty(); }
+    bool seeding_pending() const { return !seed_hidden_.empty() && !generated_.empty(); }
     // run_head = false (the request now shares steps): S goes without it; the speculator is told.
     void seed_deferred_topk(bool run_head, std::vector<float>& logits_scratch);
+    // The target's top-k ids of n consecutive prompt rows from row0 on, from their hidden states.
+    void topk_rows(const float* hidden, int n, int row0, std::vector<float>& logits_scratch);
     void propose(int cap, int batch_size);  // cap: the batch policy's longest draft; batch_size: the step's sequences
     // Adds [pending, x_1..x_g] minus the rows already forwarded; returns the rows it added.
     int add_round_rows(batch& b);
@@ -116,8 +118,8 @@ private:
     int row0_ = -1;                    // the round's (or chunk's) first row in the step's batch
     int topk_k_ = 0;
     std::vector<int32_t> topk_;        // [prompt rows, k] the target's top-k ids for the speculator
-    std::vector<int32_t> seed_rows_;   // prompt rows whose top-k waits for the first token (deferred seeding)
-    std::vector<float> seed_hidden_;   // [seed_rows_, n_embd] their hidden states
+    std::vector<float> seed_hidden_;   // [rows, n_embd] hidden states of the prompt rows whose top-k waits
+    int seed_row0_ = 0;                // for the first token (deferred seeding), from this row on
     std::vector<token_dist> p_;
     std::vector<int32_t> batch_;
     std::vector<float> check_logits_;

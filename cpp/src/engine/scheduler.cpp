@@ -123,7 +123,7 @@ void scheduler::release(generation* r) {
         if (s->spec) s->spec->end();  // joins SSD's drafter thread
         // The slot keeps the committed rows for the next request's prefix (rows past n_past are stale).
         s->cached.assign(r->history_.begin(), r->history_.begin() + std::min<size_t>(r->history_.size(), size_t(r->n_past_)));
-        if (r->topk_k_ > 0 && r->seed_rows_.empty())
+        if (r->topk_k_ > 0 && r->seed_hidden_.empty())
             // topk_ holds the prompt's rows only (history_ has grown since): at most those, at most n_past.
             s->cached_topk.assign(r->topk_.begin(),
                                   r->topk_.begin() + std::min(r->topk_.size(), size_t(r->n_past_) * r->topk_k_));

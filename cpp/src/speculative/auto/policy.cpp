@@ -110,21 +110,21 @@ auto_choice auto_policy::predict(auto_method m, int n_ids, int ngram_tokens) con
     // first rounds is drafted again until it is measured: on the mean, one early rejection held the
     // self drafter at g = 1 for the rest of a T=1 request (0.8x NanoSpec's fixed gamma). Optimism in
     // the choice of method as well cost more in exploring rounds than it found (0.8x on code).
-    double best_optimistic = 0;
+    double best_optimistic = 0, best_mean = 0;
     for (int g = 1; g <= g_max; ++g) {
         auto_choice c;
         c.method = m;
         c.gamma = g;
         c.predicted_tokens = expected_tokens(m, g);
         c.predicted_seconds = costs_.round_seconds(m, g, n_ids) * scale;
-        best.score = std::max(best.score, c.tokens_per_second());
+        best_mean = std::max(best_mean, c.tokens_per_second());
         const double optimistic = expected_tokens(m, g, kExplore) / c.predicted_seconds;
         if (best.gamma == 0 || optimistic > best_optimistic) {
-            c.score = best.score;
             best = c;
             best_optimistic = optimistic;
         }
     }
+    best.score = best_mean;
     return best;
 }
 
