@@ -14,7 +14,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -22,12 +24,22 @@
 
 namespace specgen {
 
-// A weight matrix [n_rows, n_cols] in its stored (quantized) format, rows contiguous.
+// A backend's re-layout of one matrix (the CPU backend's rows4, quant/rows4.h), made once on first
+// use and shared by every backend and thread on the model; owned by the model, alive with it.
+struct weight_repack {
+    std::once_flag once;
+    int64_t n_rows = 0;  // rows packed (the view's at its first use); 0: not packed
+    std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
+};
+
+// A weight matrix [n_rows, n_cols] in its stored (quantized) format, rows contiguous. `repack`, when
+// set, is where a backend may keep its own layout of the same matrix.
 struct weight_view {
     ggml_type type = ggml_type::F32;
     int64_t n_rows = 0;
     int64_t n_cols = 0;
     const void* data = nullptr;
+    weight_repack* repack = nullptr;
     size_t row_bytes() const { return ggml_row_size(type, n_cols); }
 };
 
@@ -69,6 +81,9 @@ struct backend {
 
     // y[t, r] = sum_c W[r, c] x[t, c]   x: [n_tokens, W.n_cols], y: [n_tokens, W.n_rows]
     virtual void matmul(const weight_view& W, const float* x, int n_tokens, float* y) = 0;
+    // Makes the backend's own layout of W now rather than at its first matmul (an evaluator calls it
+    // for every matrix when it is made, so no request pays for it).
+    virtual void prepare(const weight_view&) {}
     // ys[i] = matmul(Ws[i], x) for i < n_mats: several matrices over the same input (q/k/v, gate/up).
     // The default calls matmul per matrix; the CPU backend quantizes x once per activation format and
     // runs every matrix in one parallel region. Outputs are those of matmul, bit for bit.

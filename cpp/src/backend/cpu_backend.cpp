@@ -4,7 +4,10 @@
 // computed by exactly one thread with a fixed accumulation order.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <vector>
 
 #include "backend/backend.h"
@@ -13,6 +16,7 @@
 #include "backend/vec_math.h"
 #include "common/error.h"
 #include "quant/quant.h"
+#include "quant/rows4.h"
 
 namespace specgen {
 
@@ -108,17 +112,22 @@ public:
             n_groups += (Ws[i].n_rows + 15) / 16;
             group_end_[i] = n_groups;
         }
+        packed_of_mat_.resize(n_mats);
+        for (int i = 0; i < n_mats; ++i) packed_of_mat_[i] = packed(Ws[i]);
         pool_.parallel_for(n_groups, [&](int, int64_t g0, int64_t g1) {
             while (g0 < g1) {  // the chunk's part in each matrix it spans
                 const int i = int(std::upper_bound(group_end_.begin(), group_end_.end(), g0) - group_end_.begin());
                 const int64_t first = i ? group_end_[i - 1] : 0, end = std::min(g1, group_end_[i]);
                 const weight_view& W = Ws[i];
-                matmul_rows(W.type, W.data, W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, (g0 - first) * 16,
-                            std::min(W.n_rows, (end - first) * 16));
+                const int64_t r0 = (g0 - first) * 16, r1 = std::min(W.n_rows, (end - first) * 16);
+                if (packed_of_mat_[i]) matmul_rows4(W.type, packed_of_mat_[i], W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, r0, r1);
+                else matmul_rows(W.type, W.data, W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, r0, r1);
                 g0 = end;
             }
         });
     }
+
+    void prepare(const weight_view& W) override { packed(W); }
 
     void matmul_selected(const weight_view& W, const int32_t* rows, int64_t n_sel, const float* x,
                          int n_tokens, float* y) override {
@@ -126,6 +135,21 @@ public:
         const size_t x_row = ggml_row_size(ggml_traits(W.type).vec_dot_type, W.n_cols);
         const size_t w_row = W.row_bytes();
         const uint8_t* base = static_cast<const uint8_t*>(W.data);
+        if (packed(W)) {  // the selected rows packed the same way, so each output equals matmul's
+            selected_rows_.resize(size_t(n_sel) * w_row);
+            for (int64_t k = 0; k < n_sel; ++k) {
+                if (rows[k] < 0 || rows[k] >= W.n_rows)
+                    throw invalid_argument_error("matmul_selected: row " + std::to_string(rows[k]) + " out of range");
+                std::memcpy(&selected_rows_[size_t(k) * w_row], base + rows[k] * w_row, w_row);
+            }
+            selected_packed_.resize(rows4_bytes(W.type, n_sel, W.n_cols));
+            rows4_pack(W.type, selected_rows_.data(), n_sel, W.n_cols, selected_packed_.data(), 0, (n_sel + 3) / 4);
+            pool_.parallel_for((n_sel + 15) / 16, [&](int, int64_t c0, int64_t c1) {
+                matmul_rows4(W.type, selected_packed_.data(), W.n_cols, xq, n_tokens, y, n_sel, c0 * 16,
+                             std::min(n_sel, c1 * 16));
+            });
+            return;
+        }
         pool_.parallel_for(n_sel, [&](int, int64_t k0, int64_t k1) {
             for (int t = 0; t < n_tokens; ++t) {
                 const uint8_t* xr = static_cast<const uint8_t*>(xq) + t * x_row;
@@ -283,6 +307,23 @@ public:
     }
 
 private:
+    // W's rows4 layout (quant/rows4.h) when the active ISA computes W packed, else nullptr. Packed
+    // once per model, on the first call for W from any backend.
+    const void* packed(const weight_view& W) {
+        if (!W.repack || !rows4_available(W.type)) return nullptr;
+        weight_repack& R = *W.repack;
+        std::call_once(R.once, [&] {
+            const size_t bytes = (rows4_bytes(W.type, W.n_rows, W.n_cols) + 63) / 64 * 64;
+            R.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+            if (!R.data) throw std::bad_alloc();
+            pool_.parallel_for((W.n_rows + 3) / 4, [&](int, int64_t g0, int64_t g1) {
+                rows4_pack(W.type, W.data, W.n_rows, W.n_cols, R.data.get(), g0, g1);
+            }, 64);
+            R.n_rows = W.n_rows;
+        });
+        return W.n_rows <= R.n_rows ? R.data.get() : nullptr;
+    }
+
     // Found by contents, not by pointer: a model freed and another loaded at the same address must not
     // reuse stale angles.
     rope_table& rope_table_for(const rope_freqs& f, int half) {
@@ -320,6 +361,8 @@ private:
     std::vector<std::vector<float>> attn_k_tmp_, attn_v_tmp_;  // per-thread converted K / V rows
     std::vector<std::vector<uint8_t>> xq_;  // quantized activations, one buffer per slot
     std::vector<const void*> xq_of_mat_;    // matmul_shared_input scratch
+    std::vector<const void*> packed_of_mat_;  // matmul_shared_input: each matrix's rows4 layout or null
+    std::vector<uint8_t> selected_rows_, selected_packed_;  // matmul_selected of a packed matrix
     std::vector<int64_t> group_end_;        // matmul_shared_input: cumulative 16-row groups per matrix
     std::vector<float> cos_, sin_;          // rope() of positions outside the table
     std::vector<rope_table> rope_tables_;   // one per set of frequencies

@@ -154,6 +154,18 @@ model::model(std::shared_ptr<const gguf_file> file) : file_(std::move(file)), hp
         for (size_t i = 0; i < freq_factors.size(); ++i)
             if (!(freq_factors[i] > 0)) bad(f, "tensor rope_freqs.weight has a non-positive factor at index " + std::to_string(i));
     }
+    // Every matrix gets a slot for a backend's own layout (filled on first use; output_ shares
+    // token_embd_'s when tied).
+    auto attach = [this](weight_view& w) {
+        repacks_.push_back(std::make_unique<weight_repack>());
+        w.repack = repacks_.back().get();
+    };
+    attach(token_embd_);
+    if (hp_.tied_output) output_.repack = token_embd_.repack;
+    else attach(output_);
+    for (layer_weights& L : layers_)
+        for (weight_view* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) attach(*w);
+
     rope_inv_freq_ = rope_inv_freq(hp_.rope_base, hp_.head_dim, hp_.rope_scale, freq_factors.empty() ? nullptr : freq_factors.data());
     rope_inv_freq_local_ = rope_inv_freq(hp_.rope_base_local, hp_.head_dim, rope_scaling{}, nullptr);
     rope_mscale_ = rope_mscale(hp_.rope_scale);
@@ -183,7 +195,13 @@ size_t model::bytes_per_token() const {
 
 evaluator::evaluator(const model& m, backend& be)
     : m_(m), be_(be), x_(be), xn_(be), q_(be), k_(be), v_(be), attn_(be), proj_(be), gate_(be), up_(be),
-      out_norm_(be), logits_(be) {}
+      out_norm_(be), logits_(be) {
+    be_.prepare(m_.output());
+    for (int il = 0; il < m_.hp().n_layer; ++il) {
+        const layer_weights& L = m_.layer(il);
+        for (const weight_view* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) be_.prepare(*w);
+    }
+}
 
 void evaluator::ensure_capacity(int n) {
     if (n <= capacity_) return;

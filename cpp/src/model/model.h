@@ -55,6 +55,7 @@ private:
     std::shared_ptr<const gguf_file> file_;
     hparams hp_;
     std::vector<layer_weights> layers_;
+    std::vector<std::unique_ptr<weight_repack>> repacks_;  // one per matrix (weight_view::repack)
     weight_view token_embd_, output_;
     std::vector<float> output_norm_;
     std::vector<float> rope_inv_freq_, rope_inv_freq_local_;
