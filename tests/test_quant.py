@@ -180,6 +180,70 @@ def test_matmul_rows_large_batches_equal_single_token(isa, t):
             assert Y[tok].tobytes() == alone[0].tobytes(), (isa, n_tok, tok)
 
 
+# (3c) the rows16 layout (quant/rows16.h): the AVX-512 kernel equals the scalar reference of its
+# order bit for bit, for any row count (a padded last group) and token count (tiles, tails, one token);
+# each token's outputs equal that token alone; every row range starting at a group gives the same
+# values; and it stays close to the standard kernel (the same products, another summation order).
+def rows16_case(t, n_blocks, n_rows, n_tok, seed):
+    rng = np.random.default_rng(seed)
+    n = n_blocks * 32
+    W = np.concatenate([random_blocks(t, n_blocks, rng) for _ in range(n_rows)])
+    xs = [activation(t, rng.standard_normal(n).astype(np.float32)) for _ in range(n_tok)]
+    return n, W, xs
+
+
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0])
+def test_rows16_kernel_matches_its_scalar_order(t):
+    if not _core.rows16_available(int(t)):
+        pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
+    for n_blocks, n_rows in ((1, 16), (3, 1), (5, 37), (20, 64)):
+        n, W, xs = rows16_case(t, n_blocks, n_rows, 19, 13 * int(t) + n_rows)
+        P = _core.rows16_pack(int(t), W, n_rows, n)
+        for n_tok in (1, 2, 3, 7, 8, 9, 16, 19):
+            X = np.concatenate(xs[:n_tok])
+            Y = _core.matmul_rows16(int(t), P, n_rows, n, X, n_tok)
+            ref = _core.matmul_rows16_ref(int(t), W, n_rows, n, X, n_tok)
+            assert Y.tobytes() == ref.tobytes(), (n_blocks, n_rows, n_tok)
+            std = _core.matmul_rows(int(t), W, n_rows, n, X, n_tok)
+            np.testing.assert_allclose(Y, std, rtol=1e-5, atol=1e-5 * float(np.abs(std).max()))
+        for tok in (0, 18):
+            alone = _core.matmul_rows16(int(t), P, n_rows, n, xs[tok], 1)
+            in_batch = _core.matmul_rows16(int(t), P, n_rows, n, np.concatenate(xs), 19)[tok]
+            assert alone[0].tobytes() == in_batch.tobytes()
+
+
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q5_0, T.Q4_0])
+def test_cpu_backend_computes_repacked_matrices_packed(t):
+    """A matrix with a repack slot (as a model's) is computed in rows16 by the CPU backend, and its
+    selected rows (NanoSpec / calibration heads) give the same bits as the full product."""
+    if not _core.rows16_available(int(t)):
+        pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
+    rng = np.random.default_rng(3 * int(t))
+    n_rows, n, n_tok = 37, 640, 5
+    W = np.concatenate([random_blocks(t, n // 32, rng) for _ in range(n_rows)])
+    x = rng.standard_normal((n_tok, n)).astype(np.float32)
+    X = np.concatenate([activation(t, row) for row in x])
+    rows = np.array([36, 0, 17, 17, 5, 16], np.int32)
+    for repack, expected in ((True, _core.matmul_rows16_ref(int(t), W, n_rows, n, X, n_tok)),
+                             (False, _core.matmul_rows(int(t), W, n_rows, n, X, n_tok))):
+        y = _core.backend_matmul("cpu", int(t), W, n_rows, n, x.ravel(), n_tok, repack)
+        assert y.tobytes() == expected.tobytes(), repack
+        sel = _core.backend_matmul_selected("cpu", int(t), W, n_rows, n, x.ravel(), n_tok, rows, repack)
+        assert sel.tobytes() == np.ascontiguousarray(y[:, rows]).tobytes(), repack
+
+
+def test_rows16_bad_arguments_raise():
+    if not _core.rows16_available(int(T.Q8_0)):
+        pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
+    with pytest.raises(specgen.InvalidParameterError):
+        _core.rows16_pack(int(T.Q4_K), np.zeros(144, np.uint8), 1, 256)
+    with pytest.raises(specgen.InvalidParameterError):
+        _core.rows16_pack(int(T.Q8_0), np.zeros(33, np.uint8), 1, 32)
+    assert not _core.rows16_available(int(T.Q6_K))
+    _core.set_cpu_isa("avx2")
+    assert not _core.rows16_available(int(T.Q8_0))
+
+
 # (4) quantize -> dequantize round trip
 RMSE_BOUND = {T.F32: 0.0, T.F16: 5e-4, T.BF16: 4e-3, T.Q8_0: 8e-3, T.Q8_K: 8e-3, T.Q6_K: 2e-2, T.Q5_K: 4e-2,
               T.Q5_0: 4.5e-2, T.Q4_K: 7.5e-2, T.Q4_0: 9e-2}

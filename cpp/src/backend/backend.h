@@ -24,7 +24,7 @@
 
 namespace specgen {
 
-// A backend's re-layout of one matrix (the CPU backend's rows4, quant/rows4.h), made once on first
+// A backend's re-layout of one matrix (the CPU backend's rows16, quant/rows16.h), made once on first
 // use and shared by every backend and thread on the model; owned by the model, alive with it.
 struct weight_repack {
     std::once_flag once;

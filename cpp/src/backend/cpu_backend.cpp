@@ -16,11 +16,16 @@
 #include "backend/vec_math.h"
 #include "common/error.h"
 #include "quant/quant.h"
-#include "quant/rows4.h"
+#include "quant/rows16.h"
 
 namespace specgen {
 
 namespace {
+
+// Matmul rows are handed to threads in groups of this many: the multi-row kernels' tile height, and
+// a whole number of rows16 groups (a packed matrix is split at group boundaries).
+constexpr int64_t kRowGroup = 16;
+static_assert(kRowGroup % kRows16 == 0, "matmul chunks must start at rows16 group boundaries");
 
 // Elementwise work below this size runs on the calling thread: waking the pool costs more.
 constexpr int64_t kElementwiseGrain = 16384;
@@ -109,7 +114,7 @@ public:
             for (int j = 0; j < i && !xq[i]; ++j)
                 if (same_activation_format(Ws[i], Ws[j])) xq[i] = xq[j];
             if (!xq[i]) xq[i] = quantize_activations(Ws[i], x, n_tokens, i);
-            n_groups += (Ws[i].n_rows + 15) / 16;
+            n_groups += (Ws[i].n_rows + kRowGroup - 1) / kRowGroup;
             group_end_[i] = n_groups;
         }
         packed_of_mat_.resize(n_mats);
@@ -119,8 +124,8 @@ public:
                 const int i = int(std::upper_bound(group_end_.begin(), group_end_.end(), g0) - group_end_.begin());
                 const int64_t first = i ? group_end_[i - 1] : 0, end = std::min(g1, group_end_[i]);
                 const weight_view& W = Ws[i];
-                const int64_t r0 = (g0 - first) * 16, r1 = std::min(W.n_rows, (end - first) * 16);
-                if (packed_of_mat_[i]) matmul_rows4(W.type, packed_of_mat_[i], W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, r0, r1);
+                const int64_t r0 = (g0 - first) * kRowGroup, r1 = std::min(W.n_rows, (end - first) * kRowGroup);
+                if (packed_of_mat_[i]) matmul_rows16(W.type, packed_of_mat_[i], W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, r0, r1);
                 else matmul_rows(W.type, W.data, W.n_cols, xq[i], n_tokens, ys[i], W.n_rows, r0, r1);
                 g0 = end;
             }
@@ -142,11 +147,11 @@ public:
                     throw invalid_argument_error("matmul_selected: row " + std::to_string(rows[k]) + " out of range");
                 std::memcpy(&selected_rows_[size_t(k) * w_row], base + rows[k] * w_row, w_row);
             }
-            selected_packed_.resize(rows4_bytes(W.type, n_sel, W.n_cols));
-            rows4_pack(W.type, selected_rows_.data(), n_sel, W.n_cols, selected_packed_.data(), 0, (n_sel + 3) / 4);
-            pool_.parallel_for((n_sel + 15) / 16, [&](int, int64_t c0, int64_t c1) {
-                matmul_rows4(W.type, selected_packed_.data(), W.n_cols, xq, n_tokens, y, n_sel, c0 * 16,
-                             std::min(n_sel, c1 * 16));
+            selected_packed_.resize(rows16_bytes(W.type, n_sel, W.n_cols));
+            rows16_pack(W.type, selected_rows_.data(), n_sel, W.n_cols, selected_packed_.data(), 0, (n_sel + kRows16 - 1) / kRows16);
+            pool_.parallel_for((n_sel + kRows16 - 1) / kRows16, [&](int, int64_t c0, int64_t c1) {
+                matmul_rows16(W.type, selected_packed_.data(), W.n_cols, xq, n_tokens, y, n_sel, c0 * kRows16,
+                             std::min(n_sel, c1 * kRows16));
             });
             return;
         }
@@ -307,17 +312,17 @@ public:
     }
 
 private:
-    // W's rows4 layout (quant/rows4.h) when the active ISA computes W packed, else nullptr. Packed
+    // W's rows16 layout (quant/rows16.h) when the active ISA computes W packed, else nullptr. Packed
     // once per model, on the first call for W from any backend.
     const void* packed(const weight_view& W) {
-        if (!W.repack || !rows4_available(W.type)) return nullptr;
+        if (!W.repack || !rows16_available(W.type)) return nullptr;
         weight_repack& R = *W.repack;
         std::call_once(R.once, [&] {
-            const size_t bytes = (rows4_bytes(W.type, W.n_rows, W.n_cols) + 63) / 64 * 64;
+            const size_t bytes = (rows16_bytes(W.type, W.n_rows, W.n_cols) + 63) / 64 * 64;
             R.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
             if (!R.data) throw std::bad_alloc();
-            pool_.parallel_for((W.n_rows + 3) / 4, [&](int, int64_t g0, int64_t g1) {
-                rows4_pack(W.type, W.data, W.n_rows, W.n_cols, R.data.get(), g0, g1);
+            pool_.parallel_for((W.n_rows + kRows16 - 1) / kRows16, [&](int, int64_t g0, int64_t g1) {
+                rows16_pack(W.type, W.data, W.n_rows, W.n_cols, R.data.get(), g0, g1);
             }, 64);
             R.n_rows = W.n_rows;
         });
@@ -361,7 +366,7 @@ private:
     std::vector<std::vector<float>> attn_k_tmp_, attn_v_tmp_;  // per-thread converted K / V rows
     std::vector<std::vector<uint8_t>> xq_;  // quantized activations, one buffer per slot
     std::vector<const void*> xq_of_mat_;    // matmul_shared_input scratch
-    std::vector<const void*> packed_of_mat_;  // matmul_shared_input: each matrix's rows4 layout or null
+    std::vector<const void*> packed_of_mat_;  // matmul_shared_input: each matrix's rows16 layout or null
     std::vector<uint8_t> selected_rows_, selected_packed_;  // matmul_selected of a packed matrix
     std::vector<int64_t> group_end_;        // matmul_shared_input: cumulative 16-row groups per matrix
     std::vector<float> cos_, sin_;          // rope() of positions outside the table

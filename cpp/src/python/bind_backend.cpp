@@ -79,8 +79,11 @@ nb::ndarray<nb::numpy, float> vec_map_mul(f32_vec gate, f32_vec up) {
 void bind_backend(nb::module_& m) {
     m.def(
         "backend_matmul",
-        [](const std::string& device, int w_type, u8_vec W, int64_t n_rows, int64_t n_cols, f32_vec x, int n_tokens) {
-            const weight_view wv = checked_weights(w_type, W, n_rows, n_cols, "backend_matmul");
+        [](const std::string& device, int w_type, u8_vec W, int64_t n_rows, int64_t n_cols, f32_vec x, int n_tokens,
+           bool repack) {
+            weight_view wv = checked_weights(w_type, W, n_rows, n_cols, "backend_matmul");
+            weight_repack slot;  // as a model's matrices have: the backend may keep its own layout
+            if (repack) wv.repack = &slot;
             if (n_tokens < 1 || x.shape(0) != size_t(n_tokens) * size_t(n_cols))
                 throw invalid_argument_error("backend_matmul: x must hold n_tokens * n_cols floats");
             float* out;
@@ -98,8 +101,41 @@ void bind_backend(nb::module_& m) {
             return arr;
         },
         nb::arg("device"), nb::arg("w_type"), nb::arg("W"), nb::arg("n_rows"), nb::arg("n_cols"), nb::arg("x"),
-        nb::arg("n_tokens"),
-        "backend.matmul on `device`: x is float32 [n_tokens * n_cols]; returns float32 (n_tokens, n_rows).");
+        nb::arg("n_tokens"), nb::arg("repack") = false,
+        "backend.matmul on `device`: x is float32 [n_tokens * n_cols]; returns float32 (n_tokens, n_rows). "
+        "repack: W comes with a weight_repack slot, as a model's matrices do.");
+
+    m.def(
+        "backend_matmul_selected",
+        [](const std::string& device, int w_type, u8_vec W, int64_t n_rows, int64_t n_cols, f32_vec x, int n_tokens,
+           i32_vec rows, bool repack) {
+            weight_view wv = checked_weights(w_type, W, n_rows, n_cols, "backend_matmul_selected");
+            weight_repack slot;
+            if (repack) wv.repack = &slot;
+            if (n_tokens < 1 || x.shape(0) != size_t(n_tokens) * size_t(n_cols))
+                throw invalid_argument_error("backend_matmul_selected: x must hold n_tokens * n_cols floats");
+            const int64_t n_sel = int64_t(rows.shape(0));
+            for (int64_t k = 0; k < n_sel; ++k)
+                if (rows.data()[k] < 0 || rows.data()[k] >= n_rows)
+                    throw invalid_argument_error("backend_matmul_selected: row " + std::to_string(rows.data()[k]) +
+                                                 " out of range");
+            float* out;
+            auto arr = owned(size_t(n_tokens), size_t(n_sel), &out);
+            {
+                nb::gil_scoped_release release;
+                auto be = make_backend(device, 1);
+                backend_buffer<float> xd(*be), yd(*be);
+                xd.reserve(x.shape(0));
+                yd.reserve(size_t(n_tokens) * n_sel);
+                be->upload(xd.data(), x.data(), x.shape(0) * sizeof(float));
+                be->matmul_selected(wv, rows.data(), n_sel, xd.data(), n_tokens, yd.data());
+                be->download(out, yd.data(), size_t(n_tokens) * n_sel * sizeof(float));
+            }
+            return arr;
+        },
+        nb::arg("device"), nb::arg("w_type"), nb::arg("W"), nb::arg("n_rows"), nb::arg("n_cols"), nb::arg("x"),
+        nb::arg("n_tokens"), nb::arg("rows"), nb::arg("repack") = false,
+        "backend.matmul_selected on `device`: the outputs of the listed rows; float32 (n_tokens, len(rows)).");
 
     m.def(
         "backend_get_rows",

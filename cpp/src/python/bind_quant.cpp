@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "python/bindings.h"
 #include "quant/quant.h"
-#include "quant/rows4.h"
+#include "quant/rows16.h"
 
 namespace nb = nanobind;
 
@@ -125,37 +125,37 @@ void bind_quant(nb::module_& m) {
         nb::arg("w_type"), nb::arg("W"), nb::arg("n_rows"), nb::arg("n_cols"), nb::arg("X"), nb::arg("n_tokens"),
         "Y[t, r] = vec_dot(W[r], X[t]); returns float32 of shape (n_tokens, n_rows).");
 
-    // The rows4 layout (quant/rows4.h), for tests and kernel benchmarks.
-    m.def("rows4_available", [](int type) { return rows4_available(checked_type(type, "rows4_available")); },
-          nb::arg("type"), "Whether the active ISA has a rows4 kernel for GGUF type `type`.");
+    // The rows16 layout (quant/rows16.h), for tests and kernel benchmarks.
+    m.def("rows16_available", [](int type) { return rows16_available(checked_type(type, "rows16_available")); },
+          nb::arg("type"), "Whether the active ISA has a rows16 kernel for GGUF type `type`.");
     m.def(
-        "rows4_pack",
+        "rows16_pack",
         [](int type, u8_vec W, int64_t n_rows, int64_t n_cols) {
-            const ggml_type t = checked_type(type, "rows4_pack");
-            if (n_rows < 0) throw invalid_argument_error("rows4_pack: negative n_rows");
-            check_multiple(t, n_cols, "rows4_pack");
-            check_bytes(W.shape(0), n_rows * ggml_row_size(t, n_cols), "rows4_pack", "W");
-            const size_t bytes = rows4_bytes(t, n_rows, n_cols);
+            const ggml_type t = checked_type(type, "rows16_pack");
+            if (n_rows < 0) throw invalid_argument_error("rows16_pack: negative n_rows");
+            check_multiple(t, n_cols, "rows16_pack");
+            check_bytes(W.shape(0), n_rows * ggml_row_size(t, n_cols), "rows16_pack", "W");
+            const size_t bytes = rows16_bytes(t, n_rows, n_cols);
             uint8_t* out;
             auto arr = owned_array<uint8_t>(bytes, &out, {bytes});
             {
                 nb::gil_scoped_release release;
-                rows4_pack(t, W.data(), n_rows, n_cols, out, 0, (n_rows + 3) / 4);
+                rows16_pack(t, W.data(), n_rows, n_cols, out, 0, (n_rows + kRows16 - 1) / kRows16);
             }
             return arr;
         },
         nb::arg("type"), nb::arg("W"), nb::arg("n_rows"), nb::arg("n_cols"),
-        "Packs a [n_rows, n_cols] matrix of type `type` into the rows4 layout; returns the bytes.");
+        "Packs a [n_rows, n_cols] matrix of type `type` into the rows16 layout; returns the bytes.");
     for (const bool packed : {true, false}) {
         m.def(
-            packed ? "matmul_rows4" : "matmul_rows4_ref",
+            packed ? "matmul_rows16" : "matmul_rows16_ref",
             [packed](int w_type, u8_vec W, int64_t n_rows, int64_t n_cols, u8_vec X, int64_t n_tokens) {
-                const char* what = packed ? "matmul_rows4" : "matmul_rows4_ref";
+                const char* what = packed ? "matmul_rows16" : "matmul_rows16_ref";
                 const ggml_type t = checked_type(w_type, what);
                 check_multiple(t, n_cols, what);
                 if (n_rows < 0 || n_tokens < 0 || n_tokens > (1 << 30))
                     throw invalid_argument_error(std::string(what) + ": negative or huge n_rows / n_tokens");
-                check_bytes(W.shape(0), packed ? rows4_bytes(t, n_rows, n_cols) : n_rows * ggml_row_size(t, n_cols),
+                check_bytes(W.shape(0), packed ? rows16_bytes(t, n_rows, n_cols) : n_rows * ggml_row_size(t, n_cols),
                             what, "W");
                 check_bytes(X.shape(0), n_tokens * ggml_row_size(ggml_type::Q8_0, n_cols), what, "X");
                 float* out;
@@ -163,14 +163,14 @@ void bind_quant(nb::module_& m) {
                                               {static_cast<size_t>(n_tokens), static_cast<size_t>(n_rows)});
                 {
                     nb::gil_scoped_release release;
-                    (packed ? matmul_rows4 : matmul_rows4_ref)(t, W.data(), n_cols, X.data(), int(n_tokens), out,
+                    (packed ? matmul_rows16 : matmul_rows16_ref)(t, W.data(), n_cols, X.data(), int(n_tokens), out,
                                                                n_rows, 0, n_rows);
                 }
                 return arr;
             },
             nb::arg("w_type"), nb::arg("W"), nb::arg("n_rows"), nb::arg("n_cols"), nb::arg("X"), nb::arg("n_tokens"),
-            packed ? "Y[t, r] of a rows4-packed matrix (rows4_pack); float32 of shape (n_tokens, n_rows)."
-                   : "The rows4 summation order in scalar code, from the standard layout.");
+            packed ? "Y[t, r] of a rows16-packed matrix (rows16_pack); float32 of shape (n_tokens, n_rows)."
+                   : "The rows16 summation order in scalar code, from the standard layout.");
     }
 
     m.def("set_cpu_isa", [](const std::string& name) { set_cpu_isa(isa_from_name(name)); }, nb::arg("name"),

@@ -1,12 +1,16 @@
 #include "speculative/draft_vocab.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
 
 #include "backend/vec_math.h"
 #include "common/error.h"
 #include "engine/params.h"
 #include "model/model.h"
+#include "quant/rows16.h"
 #include "speculative/frspec_table.h"
 
 namespace specgen {
@@ -22,6 +26,13 @@ draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, floa
     member_.assign(size_t(n_vocab_), 0);
     rows_.resize(size_t(capacity_) * row_bytes_);  // reserved once: head() never moves
     staged_.assign(size_t(n_vocab_), 0);
+    if (full_.repack && rows16_has_layout(full_.type)) {
+        packed_ = std::make_unique<weight_repack>();
+        std::call_once(packed_->once, [] {});  // filled here, not by a backend's first use
+        const size_t bytes = (rows16_bytes(full_.type, capacity_, full_.n_cols) + 63) / 64 * 64;
+        packed_->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+        if (!packed_->data) throw std::bad_alloc();
+    }
 }
 
 bool draft_vocab::admits(const std::vector<uint8_t>& member, int32_t size, int32_t id) const {
@@ -38,6 +49,7 @@ void draft_vocab::reset() {
     if (kind_ == kind::frspec) return;
     for (int32_t id : ids_) member_[size_t(id)] = 0;
     ids_.clear();
+    if (packed_) packed_->n_rows = 0;
     std::fill(staged_.begin(), staged_.end(), uint8_t(0));
     staged_size_ = 0;
 }
@@ -46,8 +58,11 @@ int draft_vocab::add(int32_t id) {
     if (!admits(member_, size(), id)) return 0;
     // Gather: the head's row, bytes as stored (same quantized format, no requantization).
     std::memcpy(rows_.data() + ids_.size() * row_bytes_, static_cast<const uint8_t*>(full_.data) + size_t(id) * row_bytes_, row_bytes_);
+    if (packed_) rows16_pack_row(full_.type, rows_.data() + ids_.size() * row_bytes_, full_.n_cols, packed_->data.get(),
+                                 int64_t(ids_.size()));
     member_[size_t(id)] = 1;
     ids_.push_back(id);
+    if (packed_) packed_->n_rows = int64_t(ids_.size());
     if (!staged_[size_t(id)]) {  // added directly (seed, a static set): the staged view includes it
         staged_[size_t(id)] = 1;
         staged_size_ += 1;
@@ -99,6 +114,7 @@ weight_view draft_vocab::head() const {
     weight_view w = full_;
     w.n_rows = int64_t(ids_.size());
     w.data = rows_.data();
+    w.repack = packed_.get();  // never the full head's: that slot holds all n_vocab rows
     return w;
 }
 

@@ -92,6 +92,9 @@ public:
 private:
     kind kind_;
     weight_view full_;
+    // W_S in the rows16 layout too (quant/rows16.h), kept current row by row, for a backend that
+    // computes the full head packed: S's logits then equal the full head's bit for bit.
+    std::unique_ptr<weight_repack> packed_;
     int32_t n_vocab_;
     int32_t n_target_vocab_ = 0;  // set_target_vocab()
     int32_t capacity_;

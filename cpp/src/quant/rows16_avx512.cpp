@@ -1,0 +1,191 @@
+// AVX-512 VNNI kernel of the rows16 layout (rows16.h): Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations,
+// sixteen weight rows per zmm (row r in 32-bit lane r).
+//
+// Per block and token: p = corr, then for j = 0..7 p = vpdpbusd(p, w_j, x[4j..4j+3] broadcast), which
+// leaves each row's exact integer dot product of the block in its lane (corr = -offset * the block's
+// sum of x, prepared once per token and block: vpdpbusd needs unsigned weights, which are stored +
+// offset); then acc = fma(float(p), d_w * d_x, acc) and y = acc, stored 16 rows at once. The weights
+// of a block stay in registers while every token of a tile passes over them. One token takes the same
+// path as many, and a lane's arithmetic never depends on its neighbours (batch invariance).
+// Checked bit-exact against matmul_rows16_ref by tests/test_quant.py; compiled with -mavx512f/bw/vl/dq/vnni.
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "quant/kernels.h"
+#include "quant/rows16.h"
+
+namespace specgen {
+namespace quant {
+namespace {
+
+#include "quant/gemm_tiles.h"
+
+// The per-token part of a block: the offset correction and the activation scale.
+struct x_prep {
+    int32_t corr;
+    float d;
+};
+
+template <int OFFSET>
+void prepare_x(int64_t nb, const uint8_t* X, size_t xs, int n_tok, x_prep* P) {
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), zero = _mm256_setzero_si256();
+    for (int t = 0; t < n_tok; ++t)
+        for (int64_t b = 0; b < nb; ++b) {
+            const block_q8_0& xb = reinterpret_cast<const block_q8_0*>(X + t * xs)[b];
+            // sum of x = sum of (x + 128) - 32 * 128, the former by sums of absolute differences
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+            const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, bias), zero);
+            const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            const int32_t sum = int32_t(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+            P[t * nb + b] = {-OFFSET * sum, _cvtsh_ss(xb.d)};
+        }
+}
+
+// The unsigned weights of a record: w[j] holds elements 4j..4j+3 of the 16 rows.
+template <class B>
+struct record;
+
+template <>
+struct record<block_q8_0> {
+    static constexpr int offset = 128;
+    static void load(const uint8_t* rec, __m512i w[8]) {
+        for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(rec + 2 * kRows16 + 64 * j);
+    }
+};
+
+template <>
+struct record<block_q4_0> {
+    static constexpr int offset = 8;
+    static void load(const uint8_t* rec, __m512i w[8]) {
+        const __m512i m = _mm512_set1_epi8(0x0f);
+        for (int j = 0; j < 4; ++j) {
+            const __m512i q = _mm512_loadu_si512(rec + 2 * kRows16 + 64 * j);
+            w[j] = _mm512_and_si512(q, m);
+            w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
+        }
+    }
+};
+
+template <>
+struct record<block_q5_0> {
+    static constexpr int offset = 16;
+    static void load(const uint8_t* rec, __m512i w[8]) {
+        const __m512i m = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+        const uint8_t* masks = rec + 2 * kRows16;
+        for (int j = 0; j < 4; ++j) {
+            const __m512i q = _mm512_loadu_si512(masks + 64 + 64 * j);
+            w[j] = _mm512_and_si512(q, m);
+            w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
+        }
+        for (int j = 0; j < 8; ++j) {
+            uint64_t k;
+            std::memcpy(&k, masks + 8 * j, 8);
+            w[j] = _mm512_mask_add_epi8(w[j], __mmask64(k), w[j], sixteen);
+        }
+    }
+};
+
+inline __m512i broadcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+// One group (16 rows, the first n_valid of them stored) x NT tokens.
+template <class B, int NT>
+void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const x_prep* P, float* Y, int64_t ys,
+              int n_valid) {
+    constexpr size_t rb = kRows16 * sizeof(B);
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    stream_prefetcher pf(G, nb * rb, nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        pf.step();
+        const uint8_t* rec = G + b * rb;
+        __m512i w[8];
+        record<B>::load(rec, w);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+        for (int t = 0; t < NT; ++t) {
+            const x_prep& xp = P[t * nb + b];
+            const int8_t* xq = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
+            __m512i p = _mm512_set1_epi32(xp.corr);
+            if constexpr (NT < 4) {
+                // Few tokens: two chains hide vpdpbusd's latency (integer sums: the split is exact).
+                __m512i q = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j += 2) {
+                    p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+                    q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
+                }
+                p = _mm512_add_epi32(p, q);
+            } else {
+                for (int j = 0; j < 8; ++j) p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+            }
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(xp.d)), acc[t]);
+        }
+    }
+    const __mmask16 keep = n_valid >= kRows16 ? __mmask16(0xffff) : __mmask16((1u << n_valid) - 1);
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
+}
+
+template <class B, int NT>
+void groups_loop(int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
+                 const x_prep* P, float* Y, int64_t ys) {
+    for (int r = 0; r < n_rows; r += kRows16)
+        run_tile<B, NT>(nb, W + r * ws, X, xs, P, Y + r, ys, n_rows - r);
+}
+
+constexpr int kTileTokens = 8;
+
+// gemm_fn over a packed matrix: W is the group of row 0, ws the size of one original row.
+template <class B>
+void gemm_rows16(int64_t n, const void* Wv, size_t ws, int n_rows, const void* Xv, size_t xs, int n_tok, float* Y,
+                 int64_t ys) {
+    const uint8_t* W = static_cast<const uint8_t*>(Wv);
+    const uint8_t* X = static_cast<const uint8_t*>(Xv);
+    const int64_t nb = n / QK;
+    constexpr int kRowBlock = 2 * kRows16;  // rows that stay in cache while every token tile passes
+    thread_local std::vector<x_prep> prepared;
+    if (prepared.size() < size_t(n_tok) * nb) prepared.resize(size_t(n_tok) * nb);
+    prepare_x<record<B>::offset>(nb, X, xs, n_tok, prepared.data());
+    const x_prep* P = prepared.data();
+    for (int r0 = 0; r0 < n_rows; r0 += kRowBlock) {
+        const int nr = n_rows - r0 < kRowBlock ? n_rows - r0 : kRowBlock;
+        const uint8_t* Wb = W + r0 * ws;
+        float* Yb = Y + r0;
+        int t = 0;
+        for (; t + kTileTokens <= n_tok; t += kTileTokens)
+            groups_loop<B, kTileTokens>(nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
+        const uint8_t* Xt = X + t * xs;
+        const x_prep* Pt = P + t * nb;
+        float* Yt = Yb + t * ys;
+        switch (n_tok - t) {
+            case 7: groups_loop<B, 7>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
+            case 6: groups_loop<B, 6>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
+            case 5: groups_loop<B, 5>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
+            case 4: groups_loop<B, 4>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
+            case 3: groups_loop<B, 3>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
+            case 2: groups_loop<B, 2>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
+            case 1: groups_loop<B, 1>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
+            default: break;
+        }
+    }
+}
+
+}  // namespace
+
+gemm_fn gemm_kernel_rows16_avx512(ggml_type w_type) {
+    switch (w_type) {
+        case ggml_type::Q8_0: return gemm_rows16<block_q8_0>;
+        case ggml_type::Q4_0: return gemm_rows16<block_q4_0>;
+        case ggml_type::Q5_0: return gemm_rows16<block_q5_0>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace quant
+}  // namespace specgen
