@@ -16,6 +16,9 @@
 #include "engine/params.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "quant/quant.h"
+#include "quant/rows16.h"
+#include "speculative/draft_vocab.h"
 
 namespace specgen {
 
@@ -89,6 +92,12 @@ cost_model measure_costs(const model& target, backend& be, kv_cache& cache) {
     std::vector<float> logits(size_t(kMaxRows) * hp.n_vocab);
     std::vector<int32_t> ids(size_t(std::min(kSubsetIds, hp.n_vocab)));
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * (hp.n_vocab / int(ids.size())));
+    // The subset head as NanoSpec's drafter runs it: S's own matrix (draft_vocab), not rows picked per call.
+    const int n_ids = int(ids.size());
+    draft_vocab big(draft_vocab::kind::nanospec, target.output(), n_ids, 0.0f);
+    draft_vocab small(draft_vocab::kind::nanospec, target.output(), n_ids / 8, 0.0f);
+    big.add(ids.data(), n_ids);
+    small.add(ids.data(), n_ids / 8);
     cost_model c;
     c.verify.assign(kMaxRows, std::numeric_limits<double>::infinity());
     c.head_full.assign(kMaxRows, std::numeric_limits<double>::infinity());
@@ -107,9 +116,9 @@ cost_model measure_costs(const model& target, backend& be, kv_cache& cache) {
             if (r == 1) {
                 body1 = std::min(body1, t1 - t0);
                 const double t3 = now();
-                ev.logits_selected(ev.hidden(), 1, ids.data(), int(ids.size()), logits.data());
+                big.logits(be, ev.hidden(), 1, logits.data());
                 const double t4 = now();
-                ev.logits_selected(ev.hidden(), 1, ids.data(), int(ids.size()) / 8, logits.data());
+                small.logits(be, ev.hidden(), 1, logits.data());
                 const double t5 = now();
                 sub = std::min(sub, t4 - t3);
                 sub_small = std::min(sub_small, t5 - t4);
@@ -167,8 +176,11 @@ cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cac
     if (path.empty()) {
         struct stat st {};
         const long long size = ::stat(model_path.c_str(), &st) == 0 ? (long long)st.st_size : -1;
+        // The kernels that will run are part of the machine: another ISA or layout has other costs.
+        const std::string kernels = std::string(cpu_isa_name(active_cpu_isa())) +
+                                    (rows16_available(target.output().type) ? "+rows16" : "");
         const std::string key = model_path + "|" + std::to_string(size) + "|" + std::to_string(n_threads) + "|" + device +
-                                "|" + std::to_string(std::thread::hardware_concurrency()) + "|" + version();
+                                "|" + std::to_string(std::thread::hardware_concurrency()) + "|" + version() + "|" + kernels;
         char hex[17];
         std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key));
         const char* xdg = std::getenv("XDG_CACHE_HOME");
