@@ -39,28 +39,35 @@ def test_next_token_logits_match_transformers(gen, hf_oracle, prompt):
     assert float(np.max(np.abs(_log_softmax(a)[top_b] - _log_softmax(b)[top_b]))) < MAX_TOP10_LOGPROB_DIFF
 
 
-# Greedy agreement over 64 tokens holds only where no step is a near-tie: the 8-bit activations move
-# logits by up to ~1.3 from any change of summation order (the AVX2 and AVX-512 kernels' logits differ
-# by 1.34 on one context), which decides ties of 0.1-0.3 either way. Measured with the rows16 kernels
-# (quant/rows16.h) on nine prompts: these three agree for all 64 tokens; "Q: What is 17 + 25?" (agreeing
-# before rows16) now diverges at token 25 on a 0.18 tie, "The capital of France is" at 4 (0.34),
-# "Once upon a time, in a small village..." at 1 (0.04), "import numpy as np" at 16 (0.11).
-GREEDY_PROMPTS = [
-    "def fibonacci(n):\n",
-    "Translate to French: Good morning.\n",
+# Greedy decoding against transformers: the token sequences agree until a step where the two models
+# are near a tie. Any change of summation order moves our logits by up to ~1.3 (8-bit activations are
+# re-quantized at every layer: the AVX2 and AVX-512 kernels' logits differ by 1.34 on one context), which
+# decides ties of 0.1-0.3 either way, so which prompts agree for all 64 tokens changes with the kernels
+# (measured with rows16: 3 of these 8; the first divergences of the others sit at oracle margins of
+# 0.04-0.34 and ours of 0.06-0.24). A real defect diverges where the oracle's choice is clear.
+GREEDY_PROMPTS = PROMPTS + [
     "The quick brown fox",
+    "Translate to French: Good morning.\n",
+    "import numpy as np\n",
 ]
+NEAR_TIE = 0.5  # logits: below the documented top-10 log-probability error (MAX_TOP10_LOGPROB_DIFF)
 
 
 @pytest.mark.parametrize("prompt", GREEDY_PROMPTS)
-def test_greedy_64_tokens_match_transformers(gen, hf_oracle, prompt):
+def test_greedy_64_tokens_match_transformers_up_to_a_near_tie(gen, hf_oracle, prompt):
     ids = gen.tokenize(prompt)
     expected = hf_oracle.greedy(ids, 64)
     result = gen.generate(ids, max_tokens=64, temperature=0)
-    # transformers stops at EOS too; compare the common length and the stop reason.
-    assert result.tokens == expected[: len(result.tokens)]
-    if result.finish_reason == "length":
-        assert len(result.tokens) == 64
+    got = result.tokens
+    k = next((i for i in range(min(len(got), len(expected))) if got[i] != expected[i]), None)
+    if k is None:  # transformers stops at EOS too: the common length and the stop reason
+        if result.finish_reason == "length":
+            assert len(got) == 64
+        return
+    ctx = ids + expected[:k]
+    ours, oracle = gen.logits(ctx)[-1], hf_oracle.logits(ctx)[-1]
+    assert oracle[expected[k]] - oracle[got[k]] < NEAR_TIE, (k, float(oracle[expected[k]] - oracle[got[k]]))
+    assert ours[got[k]] - ours[expected[k]] < NEAR_TIE, (k, float(ours[got[k]] - ours[expected[k]]))
 
 
 def test_batch_invariance(gen):

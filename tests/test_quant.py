@@ -186,17 +186,17 @@ def test_matmul_rows_large_batches_equal_single_token(isa, t):
 # values; and it stays close to the standard kernel (the same products, another summation order).
 def rows16_case(t, n_blocks, n_rows, n_tok, seed):
     rng = np.random.default_rng(seed)
-    n = n_blocks * 32
+    n = n_blocks * BLOCK[t][0]
     W = np.concatenate([random_blocks(t, n_blocks, rng) for _ in range(n_rows)])
     xs = [activation(t, rng.standard_normal(n).astype(np.float32)) for _ in range(n_tok)]
     return n, W, xs
 
 
-@pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0])
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K])
 def test_rows16_kernel_matches_its_scalar_order(t):
     if not _core.rows16_available(int(t)):
         pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
-    for n_blocks, n_rows in ((1, 16), (3, 1), (5, 37), (20, 64)):
+    for n_blocks, n_rows in ((1, 16), (3, 1), (5, 37), (20 if BLOCK[t][0] == 32 else 8, 64)):
         n, W, xs = rows16_case(t, n_blocks, n_rows, 19, 13 * int(t) + n_rows)
         P = _core.rows16_pack(int(t), W, n_rows, n)
         for n_tok in (1, 2, 3, 7, 8, 9, 16, 19):
@@ -212,15 +212,15 @@ def test_rows16_kernel_matches_its_scalar_order(t):
             assert alone[0].tobytes() == in_batch.tobytes()
 
 
-@pytest.mark.parametrize("t", [T.Q8_0, T.Q5_0, T.Q4_0])
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q5_0, T.Q4_0, T.Q4_K])
 def test_cpu_backend_computes_repacked_matrices_packed(t):
     """A matrix with a repack slot (as a model's) is computed in rows16 by the CPU backend, and its
     selected rows (NanoSpec / calibration heads) give the same bits as the full product."""
     if not _core.rows16_available(int(t)):
         pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
     rng = np.random.default_rng(3 * int(t))
-    n_rows, n, n_tok = 37, 640, 5
-    W = np.concatenate([random_blocks(t, n // 32, rng) for _ in range(n_rows)])
+    n_rows, n, n_tok = 37, 768, 5
+    W = np.concatenate([random_blocks(t, n // BLOCK[t][0], rng) for _ in range(n_rows)])
     x = rng.standard_normal((n_tok, n)).astype(np.float32)
     X = np.concatenate([activation(t, row) for row in x])
     rows = np.array([36, 0, 17, 17, 5, 16], np.int32)
@@ -236,7 +236,7 @@ def test_rows16_bad_arguments_raise():
     if not _core.rows16_available(int(T.Q8_0)):
         pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
     with pytest.raises(specgen.InvalidParameterError):
-        _core.rows16_pack(int(T.Q4_K), np.zeros(144, np.uint8), 1, 256)
+        _core.rows16_pack(int(T.Q6_K), np.zeros(210, np.uint8), 1, 256)
     with pytest.raises(specgen.InvalidParameterError):
         _core.rows16_pack(int(T.Q8_0), np.zeros(33, np.uint8), 1, 32)
     assert not _core.rows16_available(int(T.Q6_K))

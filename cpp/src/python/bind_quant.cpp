@@ -157,7 +157,7 @@ void bind_quant(nb::module_& m) {
                     throw invalid_argument_error(std::string(what) + ": negative or huge n_rows / n_tokens");
                 check_bytes(W.shape(0), packed ? rows16_bytes(t, n_rows, n_cols) : n_rows * ggml_row_size(t, n_cols),
                             what, "W");
-                check_bytes(X.shape(0), n_tokens * ggml_row_size(ggml_type::Q8_0, n_cols), what, "X");
+                check_bytes(X.shape(0), n_tokens * ggml_row_size(ggml_traits(t).vec_dot_type, n_cols), what, "X");
                 float* out;
                 auto arr = owned_array<float>(static_cast<size_t>(n_tokens * n_rows), &out,
                                               {static_cast<size_t>(n_tokens), static_cast<size_t>(n_rows)});

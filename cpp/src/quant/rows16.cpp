@@ -17,22 +17,47 @@ using namespace quant;
 
 namespace {
 
-size_t block_bytes(ggml_type type) {
+// Elements of one block, a block's bytes in the GGUF layout, and one row's bytes of a block in the
+// rows16 layout (a record is kRows16 of them).
+int64_t block_elems(ggml_type type) { return type == ggml_type::Q4_K ? QK_K : QK; }
+
+size_t std_block_bytes(ggml_type type) {
     switch (type) {
         case ggml_type::Q8_0: return sizeof(block_q8_0);
         case ggml_type::Q5_0: return sizeof(block_q5_0);
         case ggml_type::Q4_0: return sizeof(block_q4_0);
+        case ggml_type::Q4_K: return sizeof(block_q4_k);
         default: throw invalid_argument_error(std::string("rows16: no packed layout for ") + ggml_traits(type).name);
     }
 }
 
-void check_cols(int64_t n_cols) {
-    if (n_cols <= 0 || n_cols % QK != 0)
-        throw invalid_argument_error("rows16: n_cols = " + std::to_string(n_cols) + " is not a positive multiple of 32");
+size_t lane_bytes(ggml_type type) { return type == ggml_type::Q4_K ? kRows16Q4kRecord / kRows16 : std_block_bytes(type); }
+
+void check_cols(ggml_type type, int64_t n_cols) {
+    std_block_bytes(type);  // names an unsupported type first
+    if (n_cols <= 0 || n_cols % block_elems(type) != 0)
+        throw invalid_argument_error("rows16: n_cols = " + std::to_string(n_cols) + " is not a positive multiple of " +
+                                     std::to_string(block_elems(type)));
+}
+
+// Lane k of a Q4_K record (rows16.h): scales and mins unpacked, the mins interleaved in pairs.
+void pack_lane_q4_k(const uint8_t* blk, int k, uint8_t* rec) {
+    static const block_q4_k zero = {};
+    const block_q4_k& b = blk ? *reinterpret_cast<const block_q4_k*>(blk) : zero;
+    std::memcpy(rec + 2 * k, &b.d, 2);
+    std::memcpy(rec + 32 + 2 * k, &b.dmin, 2);
+    uint8_t sc[8], m[8];
+    unpack_k_scales(b.scales, sc, m);
+    for (int s = 0; s < 8; ++s) rec[64 + 16 * s + k] = sc[s];
+    for (int i = 0; i < 4; ++i)
+        for (int t = 0; t < 2; ++t) rec[192 + 32 * i + 2 * k + t] = m[2 * i + t];
+    for (int c = 0; c < 4; ++c)
+        for (int j = 0; j < 8; ++j) std::memcpy(rec + 320 + 64 * (8 * c + j) + 4 * k, b.qs + 32 * c + 4 * j, 4);
 }
 
 // Lane k of a record: block `blk` of one row (null: a padding row, zeros) in the layout of rows16.h.
 void pack_lane(ggml_type type, const uint8_t* blk, int k, uint8_t* rec) {
+    if (type == ggml_type::Q4_K) return pack_lane_q4_k(blk, k, rec);
     const bool q5 = type == ggml_type::Q5_0;
     uint8_t* q = rec + 2 * kRows16 + (q5 ? 64 : 0);
     static const uint8_t zero_block[sizeof(block_q8_0)] = {};
@@ -69,8 +94,32 @@ int weight_int(ggml_type type, const uint8_t* blk, int e) {
     return (nib | int((qh >> e) & 1u) << 4) - 16;
 }
 
+float dot_rows16_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
+    float acc = 0;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const block_q4_k& wb = reinterpret_cast<const block_q4_k*>(w)[b];
+        const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(x)[b];
+        uint8_t sc[8], m[8];
+        unpack_k_scales(wb.scales, sc, m);
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 8; ++s) {
+            int32_t p = 0;
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t q = wb.qs[32 * (s / 2) + l];
+                p += (s % 2 ? q >> 4 : q & 15) * xb.qs[32 * s + l];
+            }
+            isum += int32_t(sc[s]) * p;
+            msum += int32_t(m[s]) * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
+        }
+        acc = std::fmaf(float(isum), fp16_to_fp32(wb.d) * xb.d, acc);
+        acc = std::fmaf(float(msum), -(fp16_to_fp32(wb.dmin) * xb.d), acc);
+    }
+    return acc;
+}
+
 float dot_rows16_order(ggml_type type, int64_t n, const uint8_t* w, const uint8_t* x) {
-    const size_t bb = block_bytes(type);
+    if (type == ggml_type::Q4_K) return dot_rows16_order_q4_k(n, w, x);
+    const size_t bb = std_block_bytes(type);
     float acc = 0;
     for (int64_t b = 0; b < n / QK; ++b) {
         const uint8_t* wb = w + b * bb;
@@ -90,48 +139,51 @@ bool rows16_available(ggml_type type) {
     return active_cpu_isa() == cpu_isa::avx512 && gemm_kernel_rows16_avx512(type) != nullptr;
 }
 
+bool rows16_has_layout(ggml_type type) {
+    return type == ggml_type::Q8_0 || type == ggml_type::Q5_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K;
+}
+
 size_t rows16_bytes(ggml_type type, int64_t n_rows, int64_t n_cols) {
-    check_cols(n_cols);
-    return size_t((n_rows + kRows16 - 1) / kRows16) * kRows16 * size_t(n_cols / QK) * block_bytes(type);
+    check_cols(type, n_cols);
+    return size_t((n_rows + kRows16 - 1) / kRows16) * kRows16 * size_t(n_cols / block_elems(type)) * lane_bytes(type);
 }
 
 void rows16_pack(ggml_type type, const void* W, int64_t n_rows, int64_t n_cols, void* dst, int64_t g0,
                  int64_t g1) {
-    check_cols(n_cols);
-    const size_t bb = block_bytes(type), row = size_t(n_cols / QK) * bb;
+    check_cols(type, n_cols);
+    const int64_t nb = n_cols / block_elems(type);
+    const size_t bb = std_block_bytes(type), rb = kRows16 * lane_bytes(type);
     const uint8_t* src = static_cast<const uint8_t*>(W);
     for (int64_t g = g0; g < g1; ++g) {
-        uint8_t* out = static_cast<uint8_t*>(dst) + kRows16 * g * row;
+        uint8_t* out = static_cast<uint8_t*>(dst) + g * nb * rb;
         for (int k = 0; k < kRows16; ++k) {
             const int64_t i = kRows16 * g + k;
-            for (int64_t b = 0; b < n_cols / QK; ++b)
-                pack_lane(type, i < n_rows ? src + i * row + b * bb : nullptr, k, out + kRows16 * b * bb);
+            for (int64_t b = 0; b < nb; ++b)
+                pack_lane(type, i < n_rows ? src + (i * nb + b) * bb : nullptr, k, out + b * rb);
         }
     }
 }
 
-bool rows16_has_layout(ggml_type type) {
-    return type == ggml_type::Q8_0 || type == ggml_type::Q5_0 || type == ggml_type::Q4_0;
-}
-
 void rows16_pack_row(ggml_type type, const void* row, int64_t n_cols, void* dst, int64_t r) {
-    check_cols(n_cols);
-    const size_t bb = block_bytes(type), row_bytes = size_t(n_cols / QK) * bb;
-    uint8_t* out = static_cast<uint8_t*>(dst) + (r / kRows16) * kRows16 * row_bytes;
-    for (int64_t b = 0; b < n_cols / QK; ++b)
-        pack_lane(type, static_cast<const uint8_t*>(row) + b * bb, int(r % kRows16), out + kRows16 * b * bb);
+    check_cols(type, n_cols);
+    const int64_t nb = n_cols / block_elems(type);
+    const size_t bb = std_block_bytes(type), rb = kRows16 * lane_bytes(type);
+    uint8_t* out = static_cast<uint8_t*>(dst) + (r / kRows16) * nb * rb;
+    for (int64_t b = 0; b < nb; ++b)
+        pack_lane(type, static_cast<const uint8_t*>(row) + b * bb, int(r % kRows16), out + b * rb);
 }
 
 void matmul_rows16(ggml_type type, const void* P, int64_t n_cols, const void* X, int n_tokens, float* Y,
                    int64_t y_stride, int64_t r0, int64_t r1) {
-    check_cols(n_cols);
+    check_cols(type, n_cols);
     if (r0 % kRows16 != 0)
         throw invalid_argument_error("matmul_rows16: r0 = " + std::to_string(r0) + " is not a group start");
     const gemm_fn k = active_cpu_isa() == cpu_isa::avx512 ? gemm_kernel_rows16_avx512(type) : nullptr;
     if (!k) throw not_implemented_error("matmul_rows16: no rows16 kernel for this type on this CPU");
     if (r1 <= r0 || n_tokens <= 0) return;
-    const size_t ws = size_t(n_cols / QK) * block_bytes(type);
-    const size_t xs = ggml_row_size(ggml_type::Q8_0, n_cols);
+    // ws: one row's share of the packed matrix, so row r0's group starts r0 * ws bytes in.
+    const size_t ws = size_t(n_cols / block_elems(type)) * lane_bytes(type);
+    const size_t xs = ggml_row_size(ggml_traits(type).vec_dot_type, n_cols);
     for (int64_t r = r0; r < r1; r += (1 << 30))
         k(n_cols, static_cast<const uint8_t*>(P) + r * ws, ws, int(std::min<int64_t>(r1 - r, 1 << 30)), X, xs,
           n_tokens, Y + r, y_stride);
@@ -139,9 +191,9 @@ void matmul_rows16(ggml_type type, const void* P, int64_t n_cols, const void* X,
 
 void matmul_rows16_ref(ggml_type type, const void* W, int64_t n_cols, const void* X, int n_tokens, float* Y,
                        int64_t y_stride, int64_t r0, int64_t r1) {
-    check_cols(n_cols);
-    const size_t ws = size_t(n_cols / QK) * block_bytes(type);
-    const size_t xs = ggml_row_size(ggml_type::Q8_0, n_cols);
+    check_cols(type, n_cols);
+    const size_t ws = size_t(n_cols / block_elems(type)) * std_block_bytes(type);
+    const size_t xs = ggml_row_size(ggml_traits(type).vec_dot_type, n_cols);
     for (int t = 0; t < n_tokens; ++t)
         for (int64_t r = r0; r < r1; ++r)
             Y[t * y_stride + r] = dot_rows16_order(type, n_cols, static_cast<const uint8_t*>(W) + r * ws,

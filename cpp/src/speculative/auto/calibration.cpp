@@ -177,8 +177,12 @@ cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cac
         struct stat st {};
         const long long size = ::stat(model_path.c_str(), &st) == 0 ? (long long)st.st_size : -1;
         // The kernels that will run are part of the machine: another ISA or layout has other costs.
-        const std::string kernels = std::string(cpu_isa_name(active_cpu_isa())) +
-                                    (rows16_available(target.output().type) ? "+rows16" : "");
+        std::string kernels = cpu_isa_name(active_cpu_isa());
+        const layer_weights& L = target.layer(0);
+        for (const weight_view* w : {&target.output(), &L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+            const std::string tag = std::string("+rows16:") + ggml_type_name(w->type);
+            if (rows16_available(w->type) && kernels.find(tag) == std::string::npos) kernels += tag;
+        }
         const std::string key = model_path + "|" + std::to_string(size) + "|" + std::to_string(n_threads) + "|" + device +
                                 "|" + std::to_string(std::thread::hardware_concurrency()) + "|" + version() + "|" + kernels;
         char hex[17];
