@@ -266,3 +266,29 @@ def test_argmax_finite_first_maximum_on_every_isa(n):
             y = x.copy()
             y[n - 1] = bad
             assert _core.vec_argmax_finite(y) == -1, (isa, bad)
+
+
+@pytest.mark.parametrize("n,k", [(1, 1), (7, 3), (16, 16), (17, 16), (33, 5), (5000, 16), (262144, 16)])
+def test_top_k_equals_the_scalar_order_on_every_isa(n, k):
+    """NanoSpec's top-k over a row (top_ids): every SIMD version keeps the scalar reference's ids in
+    its order: the k largest best first, ties to the lower index, NaN only among the first k."""
+    rng = np.random.default_rng(n + k)
+    x = rng.standard_normal(n).astype(np.float32)
+    rising = np.arange(n, dtype=np.float32)  # every element raises the threshold: the worst case
+    cases = [x, rising, -rising]
+    if n > 20:
+        ties = x.copy()
+        ties[rng.integers(0, n, n // 4)] = 1.5  # many equal values inside the top k
+        holes = x.copy()
+        holes[[1, n // 2, n - 1]] = [np.nan, -np.inf, np.nan]  # a NaN before and after the first k
+        cases += [ties, holes]
+    for isa in supported_isas():
+        _core.set_cpu_isa(isa)
+        for c in cases:
+            got = _core.top_ids(c, k)
+            finite = np.where(np.isnan(c), -np.inf, c)
+            if not np.isnan(c[:k]).any():  # NaN past the first k never enters: numpy's stable order
+                assert got == [int(i) for i in np.argsort(-finite, kind="stable")[:k]], isa
+            _core.set_cpu_isa("scalar")
+            assert got == _core.top_ids(c, k), isa
+            _core.set_cpu_isa(isa)

@@ -73,6 +73,11 @@ int64_t argmax_finite(const float* x, int64_t n) {
     return best;
 }
 
+void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx) {
+    int filled = 0;
+    for (int64_t i = 0; i < n; ++i) top_k_push(x[i], int32_t(i), k, filled, val, idx);
+}
+
 }  // namespace scalar
 
 #define SPECGEN_VEC_DISPATCH(call)                      \
@@ -98,6 +103,7 @@ void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_row
     SPECGEN_VEC_DISPATCH(weighted_sum_rows(w, V, stride, n_rows, n, o))
 }
 int64_t argmax_finite(const float* x, int64_t n) { SPECGEN_VEC_DISPATCH(argmax_finite(x, n)) }
+void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx) { SPECGEN_VEC_DISPATCH(top_k(x, n, k, val, idx)) }
 
 #undef SPECGEN_VEC_DISPATCH
 

@@ -136,6 +136,26 @@ void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_row
 // is NaN or +inf (the caller names it). Greedy decoding's argmax over the whole vocabulary.
 int64_t argmax_finite(const float* x, int64_t n);
 
+// The k largest of x[0..n), 1 <= k <= n, best first: values in val[0..k), indices in idx[0..k).
+// Every element is offered in index order to top_k_push (strict >): among equal values the lower
+// index comes first. NaN never beats a kept value, so one is kept only among the first k elements.
+// NanoSpec's top-k over the whole vocabulary per verified row.
+void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx);
+
+// Offers (x, i) to the best `filled` of k kept values (sorted best first); the one step every
+// version of top_k shares, so they keep the same elements in the same order.
+static inline void top_k_push(float x, int32_t i, int k, int& filled, float* val, int32_t* idx) {
+    if (filled == k && !(x > val[k - 1])) return;
+    int j = filled < k ? filled++ : k - 1;
+    while (j > 0 && x > val[j - 1]) {
+        val[j] = val[j - 1];
+        idx[j] = idx[j - 1];
+        --j;
+    }
+    val[j] = x;
+    idx[j] = i;
+}
+
 // The per-ISA versions behind the dispatch (same contracts); tests call them through set_cpu_isa.
 #define SPECGEN_VEC_MATH_KERNELS(ns)                                              \
     namespace ns {                                                                \
@@ -147,6 +167,7 @@ int64_t argmax_finite(const float* x, int64_t n);
     void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out); \
     void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o); \
     int64_t argmax_finite(const float* x, int64_t n);                             \
+    void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx);       \
     }
 SPECGEN_VEC_MATH_KERNELS(scalar)
 SPECGEN_VEC_MATH_KERNELS(avx2)

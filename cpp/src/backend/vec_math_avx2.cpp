@@ -218,6 +218,21 @@ int64_t argmax_finite(const float* x, int64_t n) {
     return 0;  // unreachable: the maximum is one of the elements
 }
 
+// top_k: as the AVX-512 version, eight at a time.
+void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx) {
+    int filled = 0;
+    int64_t i = 0;
+    for (; i < n && i < k; ++i) top_k_push(x[i], int32_t(i), k, filled, val, idx);
+    for (; i + 8 <= n; i += 8) {
+        unsigned above = unsigned(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), set1(val[k - 1]), _CMP_GT_OQ)));
+        for (; above; above &= above - 1) {
+            const int64_t j = i + __builtin_ctz(above);
+            top_k_push(x[j], int32_t(j), k, filled, val, idx);
+        }
+    }
+    for (; i < n; ++i) top_k_push(x[i], int32_t(i), k, filled, val, idx);
+}
+
 }  // namespace avx2
 }  // namespace vec
 }  // namespace specgen

@@ -186,6 +186,23 @@ int64_t argmax_finite(const float* x, int64_t n) {
     return 0;  // unreachable: the maximum is one of the elements
 }
 
+// top_k: after the first k elements almost every value fails the test against the k-th kept one;
+// sixteen at a time are compared with it and only the rare lanes above it go to top_k_push, in index
+// order (the threshold only rises, so a lane it lets through is re-tested there).
+void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx) {
+    int filled = 0;
+    int64_t i = 0;
+    for (; i < n && i < k; ++i) top_k_push(x[i], int32_t(i), k, filled, val, idx);
+    for (; i + 16 <= n; i += 16) {
+        __mmask16 above = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), set1(val[k - 1]), _CMP_GT_OQ);
+        for (; above; above &= __mmask16(above - 1)) {
+            const int64_t j = i + __builtin_ctz(above);
+            top_k_push(x[j], int32_t(j), k, filled, val, idx);
+        }
+    }
+    for (; i < n; ++i) top_k_push(x[i], int32_t(i), k, filled, val, idx);
+}
+
 }  // namespace avx512
 }  // namespace vec
 }  // namespace specgen

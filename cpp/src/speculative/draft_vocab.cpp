@@ -126,23 +126,8 @@ void draft_vocab::logits(backend& be, const float* hidden, int n, float* out) co
 
 void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out) {
     if (k < 1 || k > n_vocab) throw invalid_argument_error("top_ids: k = " + std::to_string(k) + " out of [1, n_vocab]");
-    // The best k so far, sorted best first, kept by insertion: after the first few thousand logits
-    // almost every value fails the test against the k-th and costs one compare. Strict > keeps the
-    // lowest id first among equal logits.
-    std::vector<float> v(static_cast<size_t>(k));  // one allocation per scan of n_vocab logits
-    int filled = 0;
-    for (int64_t i = 0; i < n_vocab; ++i) {
-        const float x = logits[i];
-        if (filled == k && !(x > v[k - 1])) continue;
-        int j = filled < k ? filled++ : k - 1;
-        while (j > 0 && x > v[j - 1]) {
-            v[j] = v[j - 1];
-            out[j] = out[j - 1];
-            --j;
-        }
-        v[j] = x;
-        out[j] = int32_t(i);
-    }
+    std::vector<float> values(static_cast<size_t>(k));  // one allocation per scan of n_vocab logits
+    vec::top_k(logits, n_vocab, k, values.data(), out);
 }
 
 std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m, int32_t n_target_vocab) {
