@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -27,9 +28,18 @@ namespace specgen {
 // A backend's re-layout of one matrix (the CPU backend's rows16, quant/rows16.h), made once on first
 // use and shared by every backend and thread on the model; owned by the model, alive with it.
 struct weight_repack {
-    std::once_flag once;
+    std::once_flag once;  // a backend's fill on first use runs under it (std::call_once)
     int64_t n_rows = 0;  // rows packed (the view's at its first use); 0: not packed
     std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
+
+    // data = a new 64-byte-aligned buffer of at least `bytes` (contents undefined).
+    void allocate(size_t bytes) {
+        data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+        if (!data) throw std::bad_alloc();
+    }
+    // For an owner that fills the slot itself and keeps n_rows current, before any backend sees the
+    // slot: completes `once`, so no backend's first use packs over it.
+    void mark_filled() { std::call_once(once, [] {}); }
 };
 
 // A weight matrix [n_rows, n_cols] in its stored (quantized) format, rows contiguous. `repack`, when

@@ -4,10 +4,8 @@
 // computed by exactly one thread with a fixed accumulation order.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <vector>
 
 #include "backend/backend.h"
@@ -318,9 +316,7 @@ private:
         if (!W.repack || !rows16_available(W.type)) return nullptr;
         weight_repack& R = *W.repack;
         std::call_once(R.once, [&] {
-            const size_t bytes = (rows16_bytes(W.type, W.n_rows, W.n_cols) + 63) / 64 * 64;
-            R.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-            if (!R.data) throw std::bad_alloc();
+            R.allocate(rows16_bytes(W.type, W.n_rows, W.n_cols));
             pool_.parallel_for((W.n_rows + kRows16 - 1) / kRows16, [&](int, int64_t g0, int64_t g1) {
                 rows16_pack(W.type, W.data, W.n_rows, W.n_cols, R.data.get(), g0, g1);
             }, 64);

@@ -45,6 +45,11 @@ static_assert(sizeof(block_q8_0) == 34 && sizeof(block_q4_k) == 144, "block layo
 static_assert(sizeof(block_q5_k) == 176 && sizeof(block_q6_k) == 210, "block layout");
 static_assert(sizeof(block_q8_k) == 292, "block layout");
 
+// Element j (0..31) as stored (unsigned) of a Q4_0 / Q4_1 block's qs, and of a Q5_0 / Q5_1 block's
+// with bit j of the little-endian qh as its fifth bit.
+inline int q4_value(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+inline int q5_value(const uint8_t* qs, uint32_t qh, int j) { return q4_value(qs, j) | int((qh >> j) & 1u) << 4; }
+
 // Unpacks the 12-byte K-quant scale field into 8 scales and 8 mins (each 0..63).
 //   bytes 0-3: low 6 bits sc[0..3], top 2 bits = bits 4-5 of sc[4..7]
 //   bytes 4-7: low 6 bits m[0..3],  top 2 bits = bits 4-5 of m[4..7]

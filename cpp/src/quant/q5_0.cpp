@@ -11,11 +11,6 @@
 namespace specgen {
 namespace quant {
 
-static inline int q5_value(const uint8_t* qs, uint32_t qh, int j) {
-    const int lo = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
-    return lo | static_cast<int>(((qh >> j) & 1) << 4);
-}
-
 void dequant_q5_0(const void* src, float* dst, int64_t n) {
     const block_q5_0* b = static_cast<const block_q5_0*>(src);
     for (int64_t i = 0; i < n / QK; ++i) {

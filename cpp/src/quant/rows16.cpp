@@ -85,13 +85,11 @@ void pack_lane(ggml_type type, const uint8_t* blk, int k, uint8_t* rec) {
 // Signed integer weight e of a standard-layout block.
 int weight_int(ggml_type type, const uint8_t* blk, int e) {
     if (type == ggml_type::Q8_0) return reinterpret_cast<const block_q8_0*>(blk)->qs[e];
-    const uint8_t* qs = type == ggml_type::Q4_0 ? reinterpret_cast<const block_q4_0*>(blk)->qs
-                                                : reinterpret_cast<const block_q5_0*>(blk)->qs;
-    const int nib = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
-    if (type == ggml_type::Q4_0) return nib - 8;
+    if (type == ggml_type::Q4_0) return q4_value(reinterpret_cast<const block_q4_0*>(blk)->qs, e) - 8;
+    const block_q5_0& b = *reinterpret_cast<const block_q5_0*>(blk);
     uint32_t qh;
-    std::memcpy(&qh, reinterpret_cast<const block_q5_0*>(blk)->qh, 4);
-    return (nib | int((qh >> e) & 1u) << 4) - 16;
+    std::memcpy(&qh, b.qh, 4);
+    return q5_value(b.qs, qh, e) - 16;
 }
 
 float dot_rows16_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {

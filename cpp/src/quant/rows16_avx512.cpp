@@ -26,27 +26,6 @@ namespace {
 
 #include "quant/gemm_tiles.h"
 
-// The per-token part of a block: the offset correction and the activation scale.
-struct x_prep {
-    int32_t corr;
-    float d;
-};
-
-template <int OFFSET>
-void prepare_x(int64_t nb, const uint8_t* X, size_t xs, int n_tok, x_prep* P) {
-    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), zero = _mm256_setzero_si256();
-    for (int t = 0; t < n_tok; ++t)
-        for (int64_t b = 0; b < nb; ++b) {
-            const block_q8_0& xb = reinterpret_cast<const block_q8_0*>(X + t * xs)[b];
-            // sum of x = sum of (x + 128) - 32 * 128, the former by sums of absolute differences
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-            const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, bias), zero);
-            const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            const int32_t sum = int32_t(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
-            P[t * nb + b] = {-OFFSET * sum, _cvtsh_ss(xb.d)};
-        }
-}
-
 // The unsigned weights of a record: w[j] holds elements 4j..4j+3 of the 16 rows.
 template <class B>
 struct record;
@@ -97,193 +76,193 @@ inline __m512i broadcast4(const int8_t* p) {
     return _mm512_set1_epi32(v);
 }
 
-// One group (16 rows, the first n_valid of them stored) x NT tokens.
-template <class B, int NT>
-void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const x_prep* P, float* Y, int64_t ys,
-              int n_valid) {
-    constexpr size_t rb = kRows16 * sizeof(B);
-    __m512 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    stream_prefetcher pf(G, nb * rb, nb);
-    for (int64_t b = 0; b < nb; ++b) {
-        pf.step();
-        const uint8_t* rec = G + b * rb;
-        __m512i w[8];
-        record<B>::load(rec, w);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
-        for (int t = 0; t < NT; ++t) {
-            const x_prep& xp = P[t * nb + b];
-            const int8_t* xq = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
-            __m512i p = _mm512_set1_epi32(xp.corr);
-            if constexpr (NT < 4) {
-                // Few tokens: two chains hide vpdpbusd's latency (integer sums: the split is exact).
-                __m512i q = _mm512_setzero_si512();
-                for (int j = 0; j < 8; j += 2) {
-                    p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
-                    q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
-                }
-                p = _mm512_add_epi32(p, q);
-            } else {
-                for (int j = 0; j < 8; ++j) p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+// The lanes a tile stores: the first n_valid rows of its group.
+inline __mmask16 valid_rows(int n_valid) {
+    return n_valid >= kRows16 ? __mmask16(0xffff) : __mmask16((1u << n_valid) - 1);
+}
+
+// A kernel policy for gemm_rows16: block_elems (elements per block), prep (the per-token part of a
+// block) and prepare (it for n_tok tokens), max_tile (tokens per full tile) and run_tile<NT> (one
+// group of 16 rows, the first n_valid of them stored, x NT tokens).
+
+// The 32-element types (Q8_0 / Q5_0 / Q4_0) x Q8_0.
+template <class B>
+struct kernel_legacy {
+    static constexpr int block_elems = QK;
+    static constexpr int max_tile = 8;
+
+    // The offset correction and the activation scale.
+    struct prep {
+        int32_t corr;
+        float d;
+    };
+
+    static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
+        const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), zero = _mm256_setzero_si256();
+        for (int t = 0; t < n_tok; ++t)
+            for (int64_t b = 0; b < nb; ++b) {
+                const block_q8_0& xb = reinterpret_cast<const block_q8_0*>(X + t * xs)[b];
+                // sum of x = sum of (x + 128) - 32 * 128, the former by sums of absolute differences
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+                const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, bias), zero);
+                const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                const int32_t sum = int32_t(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+                P[t * nb + b] = {-record<B>::offset * sum, _cvtsh_ss(xb.d)};
             }
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(xp.d)), acc[t]);
-        }
     }
-    const __mmask16 keep = n_valid >= kRows16 ? __mmask16(0xffff) : __mmask16((1u << n_valid) - 1);
-    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
-}
 
-template <class B, int NT>
+    template <int NT>
+    static void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const prep* P, float* Y,
+                         int64_t ys, int n_valid) {
+        constexpr size_t rb = kRows16 * sizeof(B);
+        __m512 acc[NT];
+        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+        stream_prefetcher pf(G, nb * rb, nb);
+        for (int64_t b = 0; b < nb; ++b) {
+            pf.step();
+            const uint8_t* rec = G + b * rb;
+            __m512i w[8];
+            record<B>::load(rec, w);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+            for (int t = 0; t < NT; ++t) {
+                const prep& xp = P[t * nb + b];
+                const int8_t* xq = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
+                __m512i p = _mm512_set1_epi32(xp.corr);
+                if constexpr (NT < 4) {
+                    // Few tokens: two chains hide vpdpbusd's latency (integer sums: the split is exact).
+                    __m512i q = _mm512_setzero_si512();
+                    for (int j = 0; j < 8; j += 2) {
+                        p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+                        q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
+                    }
+                    p = _mm512_add_epi32(p, q);
+                } else {
+                    for (int j = 0; j < 8; ++j) p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+                }
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(xp.d)), acc[t]);
+            }
+        }
+        const __mmask16 keep = valid_rows(n_valid);
+        for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
+    }
+};
+
+// Q4_K x Q8_K. Per block and token: for each sub-block s, p_s = sum over j of vpdpbusd(0, w_j,
+// x[32s + 4j..] broadcast) (nibbles are unsigned: no offset), isum += sc_s * p_s (vpmulld: exact);
+// msum = sum_s m_s * bsum_s by vpdpwssd on (m_2i, m_2i+1) pairs; then the two fmas of rows16.h.
+struct kernel_q4_k {
+    static constexpr int block_elems = QK_K;
+    static constexpr int max_tile = 4;  // a sub-block's 8 weight vectors and 2 accumulators per token fit in registers
+
+    // The scale and the sub-block sums of x in int16 pairs
+    // (bs_2i | bs_2i+1 << 16, bs_s = bsums[2s] + bsums[2s + 1]).
+    struct prep {
+        float d;
+        int32_t bs_pairs[4];
+    };
+
+    static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
+        for (int t = 0; t < n_tok; ++t)
+            for (int64_t b = 0; b < nb; ++b) {
+                const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(X + t * xs)[b];
+                prep& p = P[t * nb + b];
+                p.d = xb.d;
+                for (int i = 0; i < 4; ++i) {
+                    const int lo = xb.bsums[4 * i] + xb.bsums[4 * i + 1];
+                    const int hi = xb.bsums[4 * i + 2] + xb.bsums[4 * i + 3];
+                    p.bs_pairs[i] = int32_t(uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16);
+                }
+            }
+    }
+
+    template <int NT>
+    static void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const prep* P, float* Y,
+                         int64_t ys, int n_valid) {
+        constexpr size_t rb = kRows16Q4kRecord;
+        const __m512i lo4 = _mm512_set1_epi8(0x0f);
+        __m512 acc[NT];
+        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+        stream_prefetcher pf(G, nb * rb, nb);
+        for (int64_t b = 0; b < nb; ++b) {
+            pf.step();
+            const uint8_t* rec = G + b * rb;
+            __m512i isum[NT], msum[NT];
+            for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
+            for (int s = 0; s < 8; ++s) {
+                // sub-block s: chunk s / 2, low nibbles when s is even
+                __m512i w[8];
+                for (int j = 0; j < 8; ++j) {
+                    const __m512i q = _mm512_loadu_si512(rec + 320 + 64 * (8 * (s / 2) + j));
+                    w[j] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(q, 4) : q, lo4);
+                }
+                const __m512i sc =
+                    _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s)));
+                for (int t = 0; t < NT; ++t) {
+                    const int8_t* xq = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs + 32 * s;
+                    __m512i p = _mm512_setzero_si512(), q = _mm512_setzero_si512();
+                    for (int j = 0; j < 8; j += 2) {
+                        p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+                        q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
+                    }
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(p, q), sc));
+                }
+            }
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+            __m512i m[4];
+            for (int i = 0; i < 4; ++i)
+                m[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 192 + 32 * i)));
+            for (int t = 0; t < NT; ++t) {
+                const prep& xp = P[t * nb + b];
+                for (int i = 0; i < 4; ++i)
+                    msum[t] = _mm512_dpwssd_epi32(msum[t], m[i], _mm512_set1_epi32(xp.bs_pairs[i]));
+                const __m512 dx = _mm512_set1_ps(xp.d);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, dx), acc[t]);
+            }
+        }
+        const __mmask16 keep = valid_rows(n_valid);
+        for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
+    }
+};
+
+template <class K, int NT>
 void groups_loop(int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
-                 const x_prep* P, float* Y, int64_t ys) {
+                 const typename K::prep* P, float* Y, int64_t ys) {
     for (int r = 0; r < n_rows; r += kRows16)
-        run_tile<B, NT>(nb, W + r * ws, X, xs, P, Y + r, ys, n_rows - r);
+        K::template run_tile<NT>(nb, W + r * ws, X, xs, P, Y + r, ys, n_rows - r);
 }
 
-constexpr int kTileTokens = 8;
+// The last n_tok < K::max_tile tokens: one tile of exactly n_tok (NT counts down to it).
+template <class K, int NT = K::max_tile - 1>
+void groups_loop_tail(int n_tok, int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
+                      const typename K::prep* P, float* Y, int64_t ys) {
+    if constexpr (NT > 0) {
+        if (n_tok == NT) return groups_loop<K, NT>(nb, W, ws, n_rows, X, xs, P, Y, ys);
+        groups_loop_tail<K, NT - 1>(n_tok, nb, W, ws, n_rows, X, xs, P, Y, ys);
+    }
+}
 
 // gemm_fn over a packed matrix: W is the group of row 0, ws the size of one original row.
-template <class B>
+template <class K>
 void gemm_rows16(int64_t n, const void* Wv, size_t ws, int n_rows, const void* Xv, size_t xs, int n_tok, float* Y,
                  int64_t ys) {
     const uint8_t* W = static_cast<const uint8_t*>(Wv);
     const uint8_t* X = static_cast<const uint8_t*>(Xv);
-    const int64_t nb = n / QK;
+    const int64_t nb = n / K::block_elems;
     constexpr int kRowBlock = 2 * kRows16;  // rows that stay in cache while every token tile passes
-    thread_local std::vector<x_prep> prepared;
+    thread_local std::vector<typename K::prep> prepared;
     if (prepared.size() < size_t(n_tok) * nb) prepared.resize(size_t(n_tok) * nb);
-    prepare_x<record<B>::offset>(nb, X, xs, n_tok, prepared.data());
-    const x_prep* P = prepared.data();
+    K::prepare(nb, X, xs, n_tok, prepared.data());
+    const typename K::prep* P = prepared.data();
     for (int r0 = 0; r0 < n_rows; r0 += kRowBlock) {
         const int nr = n_rows - r0 < kRowBlock ? n_rows - r0 : kRowBlock;
         const uint8_t* Wb = W + r0 * ws;
         float* Yb = Y + r0;
         int t = 0;
-        for (; t + kTileTokens <= n_tok; t += kTileTokens)
-            groups_loop<B, kTileTokens>(nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
-        const uint8_t* Xt = X + t * xs;
-        const x_prep* Pt = P + t * nb;
-        float* Yt = Yb + t * ys;
-        switch (n_tok - t) {
-            case 7: groups_loop<B, 7>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 6: groups_loop<B, 6>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 5: groups_loop<B, 5>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 4: groups_loop<B, 4>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 3: groups_loop<B, 3>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 2: groups_loop<B, 2>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 1: groups_loop<B, 1>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            default: break;
-        }
-    }
-}
-
-// ---- Q4_K x Q8_K ------------------------------------------------------------------------------------
-// Per block and token: for each sub-block s, p_s = sum over j of vpdpbusd(0, w_j, x[32s + 4j..] broadcast)
-// (nibbles are unsigned: no offset), isum += sc_s * p_s (vpmulld: exact); msum = sum_s m_s * bsum_s by
-// vpdpwssd on (m_2i, m_2i+1) pairs; then the two fmas of rows16.h.
-
-// The per-token part of a block: the scale and the sub-block sums of x in int16 pairs
-// (bs_2i | bs_2i+1 << 16, bs_s = bsums[2s] + bsums[2s + 1]).
-struct x_prep_k {
-    float d;
-    int32_t bs_pairs[4];
-};
-
-void prepare_x_k(int64_t nb, const uint8_t* X, size_t xs, int n_tok, x_prep_k* P) {
-    for (int t = 0; t < n_tok; ++t)
-        for (int64_t b = 0; b < nb; ++b) {
-            const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(X + t * xs)[b];
-            x_prep_k& p = P[t * nb + b];
-            p.d = xb.d;
-            for (int i = 0; i < 4; ++i) {
-                const int lo = xb.bsums[4 * i] + xb.bsums[4 * i + 1], hi = xb.bsums[4 * i + 2] + xb.bsums[4 * i + 3];
-                p.bs_pairs[i] = int32_t(uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16);
-            }
-        }
-}
-
-template <int NT>
-void run_tile_q4_k(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const x_prep_k* P, float* Y,
-                   int64_t ys, int n_valid) {
-    constexpr size_t rb = kRows16Q4kRecord;
-    const __m512i lo4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    stream_prefetcher pf(G, nb * rb, nb);
-    for (int64_t b = 0; b < nb; ++b) {
-        pf.step();
-        const uint8_t* rec = G + b * rb;
-        __m512i isum[NT], msum[NT];
-        for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
-        for (int s = 0; s < 8; ++s) {
-            // sub-block s: chunk s / 2, low nibbles when s is even
-            __m512i w[8];
-            for (int j = 0; j < 8; ++j) {
-                const __m512i q = _mm512_loadu_si512(rec + 320 + 64 * (8 * (s / 2) + j));
-                w[j] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(q, 4) : q, lo4);
-            }
-            const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s)));
-            for (int t = 0; t < NT; ++t) {
-                const int8_t* xq = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs + 32 * s;
-                __m512i p = _mm512_setzero_si512(), q = _mm512_setzero_si512();
-                for (int j = 0; j < 8; j += 2) {
-                    p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
-                    q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
-                }
-                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(p, q), sc));
-            }
-        }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
-        __m512i m[4];
-        for (int i = 0; i < 4; ++i)
-            m[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 192 + 32 * i)));
-        for (int t = 0; t < NT; ++t) {
-            const x_prep_k& xp = P[t * nb + b];
-            for (int i = 0; i < 4; ++i) msum[t] = _mm512_dpwssd_epi32(msum[t], m[i], _mm512_set1_epi32(xp.bs_pairs[i]));
-            const __m512 dx = _mm512_set1_ps(xp.d);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, dx), acc[t]);
-        }
-    }
-    const __mmask16 keep = n_valid >= kRows16 ? __mmask16(0xffff) : __mmask16((1u << n_valid) - 1);
-    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
-}
-
-template <int NT>
-void groups_loop_q4_k(int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
-                      const x_prep_k* P, float* Y, int64_t ys) {
-    for (int r = 0; r < n_rows; r += kRows16) run_tile_q4_k<NT>(nb, W + r * ws, X, xs, P, Y + r, ys, n_rows - r);
-}
-
-constexpr int kTileTokensK = 4;  // 8 weight vectors of a sub-block and two accumulators per token stay in registers
-
-void gemm_rows16_q4_k(int64_t n, const void* Wv, size_t ws, int n_rows, const void* Xv, size_t xs, int n_tok, float* Y,
-                      int64_t ys) {
-    const uint8_t* W = static_cast<const uint8_t*>(Wv);
-    const uint8_t* X = static_cast<const uint8_t*>(Xv);
-    const int64_t nb = n / QK_K;
-    constexpr int kRowBlock = 2 * kRows16;
-    thread_local std::vector<x_prep_k> prepared;
-    if (prepared.size() < size_t(n_tok) * nb) prepared.resize(size_t(n_tok) * nb);
-    prepare_x_k(nb, X, xs, n_tok, prepared.data());
-    const x_prep_k* P = prepared.data();
-    for (int r0 = 0; r0 < n_rows; r0 += kRowBlock) {
-        const int nr = n_rows - r0 < kRowBlock ? n_rows - r0 : kRowBlock;
-        const uint8_t* Wb = W + r0 * ws;
-        float* Yb = Y + r0;
-        int t = 0;
-        for (; t + kTileTokensK <= n_tok; t += kTileTokensK)
-            groups_loop_q4_k<kTileTokensK>(nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
-        const uint8_t* Xt = X + t * xs;
-        const x_prep_k* Pt = P + t * nb;
-        float* Yt = Yb + t * ys;
-        switch (n_tok - t) {
-            case 3: groups_loop_q4_k<3>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 2: groups_loop_q4_k<2>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            case 1: groups_loop_q4_k<1>(nb, Wb, ws, nr, Xt, xs, Pt, Yt, ys); break;
-            default: break;
-        }
+        for (; t + K::max_tile <= n_tok; t += K::max_tile)
+            groups_loop<K, K::max_tile>(nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
+        groups_loop_tail<K>(n_tok - t, nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
     }
 }
 
@@ -291,10 +270,10 @@ void gemm_rows16_q4_k(int64_t n, const void* Wv, size_t ws, int n_rows, const vo
 
 gemm_fn gemm_kernel_rows16_avx512(ggml_type w_type) {
     switch (w_type) {
-        case ggml_type::Q8_0: return gemm_rows16<block_q8_0>;
-        case ggml_type::Q4_0: return gemm_rows16<block_q4_0>;
-        case ggml_type::Q5_0: return gemm_rows16<block_q5_0>;
-        case ggml_type::Q4_K: return gemm_rows16_q4_k;
+        case ggml_type::Q8_0: return gemm_rows16<kernel_legacy<block_q8_0>>;
+        case ggml_type::Q4_0: return gemm_rows16<kernel_legacy<block_q4_0>>;
+        case ggml_type::Q5_0: return gemm_rows16<kernel_legacy<block_q5_0>>;
+        case ggml_type::Q4_K: return gemm_rows16<kernel_q4_k>;
         default: return nullptr;
     }
 }

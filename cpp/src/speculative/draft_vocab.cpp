@@ -1,10 +1,7 @@
 #include "speculative/draft_vocab.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <new>
 
 #include "backend/vec_math.h"
 #include "common/error.h"
@@ -28,10 +25,8 @@ draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, floa
     staged_.assign(size_t(n_vocab_), 0);
     if (full_.repack && rows16_has_layout(full_.type)) {
         packed_ = std::make_unique<weight_repack>();
-        std::call_once(packed_->once, [] {});  // filled here, not by a backend's first use
-        const size_t bytes = (rows16_bytes(full_.type, capacity_, full_.n_cols) + 63) / 64 * 64;
-        packed_->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-        if (!packed_->data) throw std::bad_alloc();
+        packed_->allocate(rows16_bytes(full_.type, capacity_, full_.n_cols));
+        packed_->mark_filled();  // add() packs each row: no backend packs this slot
     }
 }
 
