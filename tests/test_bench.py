@@ -168,6 +168,23 @@ def test_summarise_speedup_is_ratio_of_medians(tmp_path):
     json.dumps(res, allow_nan=False)  # strict JSON: no inf / NaN literals
 
 
+def test_auto_against_the_best_fixed_configuration_by_decode_and_end_to_end():
+    """auto's row compares it with the best fixed configuration of its temperature, once by decode speed
+    and once by tokens over prefill + decode (a fixed NanoSpec configuration seeds S in the prefill)."""
+    cells = bench.expand([bench.parse_config(c) for c in ("ngram", "nanospec", "auto")], [8], [2], [0.0])
+    ar, ngram, nano, auto = cells
+    # (prefill s, decode s) of 10 tokens: nanospec decodes fastest but pays 2 s of prefill
+    times = {ar: (0.5, 5.0), ngram: (0.5, 2.5), nano: (2.5, 1.0), auto: (0.5, 1.25)}
+    runs = [dict(label=c.label, set="code", prompt_id="p", stats=dict(S1, prefill_seconds=p, decode_seconds=d,
+                                                                       decode_tokens_per_second=10 / d))
+            for c, (p, d) in times.items()]
+    res = bench._finite({"meta": dict(prompt_sets=["code"]), "cells": bench.summarise(cells, {c: "ok" for c in cells}, runs)})
+    header, rows = bench_report._auto_vs_best_rows(res)
+    by_set = {r[1]: r for r in rows}
+    assert by_set["code"] == [auto.label, "code", nano.label, "0.80", ngram.label, "1.71"]  # 1.0 / 1.25, 3.0 / 1.75
+    assert res["cells"][3]["sets"]["code"]["e2e_speedup"] == pytest.approx(5.5 / 1.75)
+
+
 def test_plot_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
     bench_report.plot(_synthetic_result(), str(tmp_path / "p.png"))

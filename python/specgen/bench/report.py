@@ -131,6 +131,32 @@ def _auto_rows(res: Dict[str, Any]):
     return ["config", "set", "predicted tok/s", "measured tok/s", "predicted/measured", "speedup"], rows
 
 
+def _auto_vs_best_rows(res: Dict[str, Any]):
+    """draft auto against the best fixed configuration of its temperature and threads, per prompt set, by
+    decode speed (the speedup table) and by prefill + decode time (NanoSpec's fixed configurations seed S
+    in the prefill, auto after the first token)."""
+    sets = res["meta"]["prompt_sets"] + ["all"]
+    ok = [c for c in res["cells"] if c["status"] == "ok"]
+    rows = []
+    for a in ok:
+        if a["drafter"] != "auto":
+            continue
+        fixed = [c for c in ok if c["drafter"] not in ("auto", "none") and c["temperature"] == a["temperature"]
+                 and c["threads"] == a["threads"]]
+        for s in sets:
+            line = [a["label"], s]
+            for key in ("speedup", "e2e_speedup"):
+                scored = [(c["sets"][s][key], c["label"]) for c in fixed if c["sets"].get(s, {}).get(key)]
+                mine = a["sets"].get(s, {}).get(key)
+                if not scored or not mine:
+                    line += ["-", "-"]
+                    continue
+                best, label = max(scored)
+                line += [label, fmt(mine / best)]
+            rows.append(line)
+    return ["config", "set", "best fixed (decode)", "auto / best", "best fixed (prefill + decode)", "auto / best"], rows
+
+
 def _peer_rows(res: Dict[str, Any]):
     peer = res.get("peer")
     if not peer or not peer.get("available"):
@@ -174,6 +200,10 @@ def table(res: Dict[str, Any]) -> str:
     if rows:
         out += ["", "draft auto: the cost model's prediction against the measurement (pooled over the set's runs):",
                 _grid(h, rows)]
+    h, rows = _auto_vs_best_rows(res)
+    if rows:
+        out += ["", "draft auto against the best fixed configuration (median speedups over plain decoding's; "
+                    "by decode tok/s and by generated tokens over prefill + decode time):", _grid(h, rows)]
     pr = _peer_rows(res)
     out += ["", _peer_line(res)]
     if pr:

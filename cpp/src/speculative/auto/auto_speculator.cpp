@@ -33,6 +33,9 @@ public:
           force_every_(force_switch_every()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
         generator_params p = params;
+        // The policy sets gamma every round; a candidate's own adaptation would cut it (rounds chosen
+        // at g = 7 drafted 1 after a rejection, and the prediction counted 7).
+        p.draft_adaptive = false;
         p.set_draft(draft_kind::ngram);
         candidates_[size_t(auto_method::ngram)] = make_speculator(p, target, tok, cache, be, seq);
         p.set_draft(draft_kind::self);
@@ -62,12 +65,14 @@ public:
                  generation_stats& stats) override {
         t_round_ = clock_type::now();
         out.clear();
+        const int room = std::max(0, max_n);  // the most any round may draft now
         // The n-gram drafter's proposal is free: run it every round to score n-gram acceptance.
         shadow_tokens_.clear();
         proposal shadow;
         rng unused(0);  // a point-mass drafter draws nothing; never touch the request's generator
-        shadow_->propose(history, std::min(draft_max_, std::max(0, max_n)), request_.sampling, 0.0f, unused, shadow);
+        shadow_->propose(history, std::min(draft_max_, room), request_.sampling, 0.0f, unused, shadow);
         shadow_tokens_ = shadow.tokens;
+        shadow_order_ = shadow.ngram_order;
 
         // In a batched step the self drafter's forwards run one sequence after another while the
         // target's rows are batched: measured 0.94x plain decoding at 4 sequences, where n-gram lookup
@@ -76,11 +81,14 @@ public:
         // The first round is n-gram or plain: its tokens are the request's first, and a self-drafter
         // round would hold them back by g body forwards (~60-100 ms here); S also gets the prompt's
         // top-k only once that first token is out (add_prompt_topk).
-        auto_choice c = policy_.choose(n_ids_, n_shadow, batch_size_ < 2 && rounds_ > 0);
+        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room};
+        auto_choice c = policy_.choose(round, batch_size_ < 2 && rounds_ > 0);
         if (force_every_ > 0) {
             // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
             const int turn = (rounds_ / force_every_) % kAutoMethods;
-            c = policy_.predict(auto_method(kAutoMethods - 1 - turn), n_ids_, n_shadow);
+            const auto_method forced = auto_method(kAutoMethods - 1 - turn);
+            c = policy_.predict(forced, round);
+            c.method = forced;  // without an n-gram proposal the forced n-gram round runs as a plain one
         }
         rounds_ += 1;
         if (have_current_ && c.method != current_) stats.auto_n_switches += 1;
@@ -104,10 +112,19 @@ public:
     double batch_acceptance() const override { return std::min(0.95, policy_.acceptance(auto_method::ngram)); }
 
     void observe(const verify_outcome& v, generation_stats& stats) override {
+        // In a batch the self candidate does not draft (set_batch_size): its S grows by the emitted
+        // tokens only, without the top-k pass over the vocabulary per row that would serialise the step.
+        verify_outcome seen = v;
+        if (batch_size_ >= 2) seen.target_logits = nullptr;
+        for (auto& c : candidates_)
+            if (c) c->observe(seen, stats);
+        // The round's time runs from propose to here: S's update from the verified rows is part of
+        // every round's cost (docs/ALGORITHMS.md section 8.1). The cost model's input is the gamma
+        // the round verified (a drafter may stop early) and S as the round drafted with it.
         const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
-        // The round's real cost model input is the gamma it verified (a drafter may stop early).
         const double predicted = costs_.round_seconds(current_, v.gamma, n_ids_);
         policy_.observe(current_, v.gamma, v.n_accepted, seconds, predicted);
+        n_ids_ = stats.vocab_set_size;
         // Shadow n-gram score: how much of its proposal the emitted tokens x_1..x_k, y confirm.
         const int n_emitted = v.n_accepted + 1;
         int matched = 0;
@@ -118,15 +135,8 @@ public:
             matched += 1;
         }
         // Past the emitted tokens the shadow cannot be judged: count only what was seen.
-        if (g > n_emitted && matched == n_emitted) policy_.observe_shadow_ngram(matched, matched);
-        else policy_.observe_shadow_ngram(g, matched);
-        // In a batch the self candidate does not draft (set_batch_size): its S grows by the emitted
-        // tokens only, without the top-k pass over the vocabulary per row that would serialise the step.
-        verify_outcome seen = v;
-        if (batch_size_ >= 2) seen.target_logits = nullptr;
-        for (auto& c : candidates_)
-            if (c) c->observe(seen, stats);
-        n_ids_ = stats.vocab_set_size;
+        if (g > n_emitted && matched == n_emitted) policy_.observe_shadow_ngram(matched, matched, shadow_order_);
+        else policy_.observe_shadow_ngram(g, matched, shadow_order_);
     }
 
     void end() override {
@@ -144,6 +154,7 @@ private:
     std::array<std::unique_ptr<speculator>, kAutoMethods> candidates_{};  // [none] stays null
     speculation_request request_;
     std::vector<int32_t> shadow_tokens_;
+    int shadow_order_ = 0;
     int64_t n_ids_ = 0;
     int rounds_ = 0;
     int batch_size_ = 1;

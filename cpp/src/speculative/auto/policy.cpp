@@ -17,8 +17,11 @@ constexpr double kPriorWeight = 4;        // pseudo-rounds the priors count for
 constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's prior counts for
 // A position's acceptance given the one before it held (prior; measured ~0.97 at T=0 and T=1).
 constexpr double kContinuationPrior = 0.95;
+constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer get the pooled rate as their prior
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
-constexpr double kTimingWeight = 0.05;    // seconds of predicted time the timing correction's prior counts for
+constexpr double kTimingWeight = 0.05;    // predicted seconds the global timing correction's prior (1) counts for
+constexpr double kMethodTimingWeight = 0.1;  // predicted seconds a method's correction's prior (the global one) counts for
+constexpr double kDecay = 0.98;  // per round: the estimates kept across requests (timing, n-gram order) follow ~50 rounds
 constexpr double kSwitchMargin = 1.03;    // hysteresis is applied by the caller through the current method
 }  // namespace
 
@@ -40,6 +43,7 @@ double prompt_self_overlap(const std::vector<int32_t>& prompt) {
 
 void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     t_ = {};
+    regime_ = temperature > 0 ? 1 : 0;
     for (tracker& t : t_) {
         t.reached.assign(size_t(std::max(1, draft_max_)), 0.0);
         t.passed.assign(size_t(std::max(1, draft_max_)), 0.0);
@@ -47,8 +51,13 @@ void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     tracker& ng = t_[size_t(auto_method::ngram)];
     ng.prior = std::min(0.95, prompt_self_overlap(prompt));
     ng.prior_weight = kPriorWeight;
+    // The self drafter's prior: its first-position rate over the requests so far, shrunk towards the
+    // fixed prior (measured with NanoSpec's fixed gamma 8 on the reference model: 0.95-0.96 at T=0,
+    // 0.87-0.88 at T=1).
     tracker& self = t_[size_t(auto_method::self_nanospec)];
-    self.prior = temperature > 0 ? kSelfPriorSampled : kSelfPriorGreedy;
+    const carried& c = carried_[regime_];
+    const double base = temperature > 0 ? kSelfPriorSampled : kSelfPriorGreedy;
+    self.prior = (c.self_first_passed + kPriorWeight * base) / (c.self_first_reached + kPriorWeight);
     self.prior_weight = kPriorWeight;
 }
 
@@ -58,7 +67,7 @@ double auto_policy::acceptance(auto_method m) const {
     return n > 0 ? (t.accepted + t.prior * t.prior_weight) / n : 0.0;
 }
 
-double auto_policy::expected_tokens(auto_method m, int g, double z) const {
+double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_order) const {
     const tracker& t = t_[size_t(m)];
     const double a = acceptance(m);
     // Acceptance is not i.i.d.: an n-gram proposal copied from the context tends to hold to its end
@@ -71,40 +80,66 @@ double auto_policy::expected_tokens(auto_method m, int g, double z) const {
     // a low first-token rate and never be drafted to be measured. Measured with fixed gamma 8
     // (`specgen bench --preset auto`): after the first position the conditional rates are 0.92-1.0
     // for NanoSpec at T=0 and T=1 and ~1.0 for n-gram at T=1, whatever the first position's rate.
+    // An n-gram proposal's first position is counted per match order instead (kept across requests),
+    // with the pooled rate times min(1, order / 3) as its prior: measured over the four prompt sets, a
+    // copy after a 1-token suffix was accepted 0.33-0.44 of the time at T=0 and 0.24 at T=1, after a
+    // 2-token one 0.8 / 0.4-0.55, after a 4-token one 0.87-0.93 / 0.85-0.87. Shrunk towards the pooled
+    // rate alone (which the long runs of 4-token copies raise), 1-token matches kept being drafted at
+    // T=1 on the edit prompts and rejected every time (0.73x the fixed n-gram configuration).
+    const int order = std::min(ngram_order, kMaxOrder);
     double e = 1, run = 1, p = 0;
     for (int k = 0; k < g; ++k) {
-        const double prior = k == 0 ? a : std::max(p, kContinuationPrior);
-        const double n = (size_t(k) < t.reached.size() ? t.reached[size_t(k)] : 0.0) + kPositionWeight;
-        p = ((size_t(k) < t.reached.size() ? t.passed[size_t(k)] : 0.0) + kPositionWeight * prior) / n;
+        double prior = k == 0 ? a : std::max(p, kContinuationPrior);
+        double reached = size_t(k) < t.reached.size() ? t.reached[size_t(k)] : 0.0;
+        double passed = size_t(k) < t.passed.size() ? t.passed[size_t(k)] : 0.0;
+        double weight = kPositionWeight;
+        if (k == 0 && m == auto_method::ngram && order > 0) {
+            prior = a * std::min(1.0, order / kFullOrder);
+            reached = carried_[regime_].order_reached[size_t(order)];
+            passed = carried_[regime_].order_passed[size_t(order)];
+        } else if (k == 0 && m == auto_method::self_nanospec) {
+            // Towards the prior (the rate of the requests so far) with its full weight: towards the
+            // pooled rate, which the same rejection had already lowered, one rejection at T=1 put the
+            // self drafter below plain decoding for 7 rounds (0.8x NanoSpec's fixed configuration).
+            prior = t.prior;
+            weight = t.prior_weight;
+        }
+        const double n = reached + weight;
+        p = (passed + weight * prior) / n;
         run *= std::min(1.0, p + z * std::sqrt(p * (1.0 - p) / n));
         e += run;
     }
     return e;
 }
 
-double auto_policy::time_scale(auto_method) const {
-    // One scale for every method: how much slower (or faster) the machine runs now than at
-    // calibration. Per method it would blame a burst of load on whichever method ran in it and hand
-    // the next rounds to a method whose times were never corrected.
+double auto_policy::time_scale(auto_method m) const {
+    // The global scale says how much slower (or faster) the machine runs now than at calibration; a
+    // method's own ratio, shrunk towards it, what the calibration misses for that method alone (a
+    // calibration taken while another process ran: T(1) 1.4x the measured plain rounds, the 9-row
+    // n-gram verification 0.9x, the self round 1.25x). Shrunk and decayed, a burst of load that hits
+    // one method's rounds moves that method only a little and not for long.
+    const carried& c = carried_[regime_];
     double measured = 0, predicted = 0;
-    for (const tracker& t : t_) {
-        measured += t.measured_s;
-        predicted += t.predicted_s;
+    for (int i = 0; i < kAutoMethods; ++i) {
+        measured += c.measured_s[size_t(i)];
+        predicted += c.predicted_s[size_t(i)];
     }
-    return (measured + kTimingWeight) / (predicted + kTimingWeight);
+    const double global = (measured + kTimingWeight) / (predicted + kTimingWeight);
+    return (c.measured_s[size_t(m)] + kMethodTimingWeight * global) / (c.predicted_s[size_t(m)] + kMethodTimingWeight);
 }
 
-auto_choice auto_policy::predict(auto_method m, int n_ids, int ngram_tokens) const {
-    auto_choice best;
-    best.method = m;
-    const double scale = time_scale(m);
+auto_choice auto_policy::predict(auto_method m, const auto_round& r) const {
     // The n-gram drafter's proposal is already known (its shadow): it drafts at most that many.
-    const int g_max = m == auto_method::none ? 0 : m == auto_method::ngram ? std::min(draft_max_, ngram_tokens) : draft_max_;
-    if (g_max <= 0) {  // a plain round (an n-gram one without a proposal: choose() then prefers none)
-        best.predicted_seconds = costs_.round_seconds(auto_method::none, 0, n_ids) * scale;
+    const int room = std::min(draft_max_, r.max_g);
+    const int g_max = m == auto_method::none ? 0 : m == auto_method::ngram ? std::min(room, r.ngram_tokens) : room;
+    auto_choice best;
+    if (g_max <= 0) {  // a plain round, also for a method that cannot draft now
+        best.predicted_seconds = costs_.round_seconds(auto_method::none, 0, r.n_ids) * time_scale(auto_method::none);
         best.score = best.tokens_per_second();
         return best;
     }
+    best.method = m;
+    const double scale = time_scale(m);
     // The method is compared by its best mean rate (score); its g is the one with the best
     // optimistic rate (each position's rate one standard error up), so a position rejected in its
     // first rounds is drafted again until it is measured: on the mean, one early rejection held the
@@ -115,10 +150,10 @@ auto_choice auto_policy::predict(auto_method m, int n_ids, int ngram_tokens) con
         auto_choice c;
         c.method = m;
         c.gamma = g;
-        c.predicted_tokens = expected_tokens(m, g);
-        c.predicted_seconds = costs_.round_seconds(m, g, n_ids) * scale;
+        c.predicted_tokens = expected_tokens(m, g, 0.0, r.ngram_order);
+        c.predicted_seconds = costs_.round_seconds(m, g, r.n_ids) * scale;
         best_mean = std::max(best_mean, c.tokens_per_second());
-        const double optimistic = expected_tokens(m, g, kExplore) / c.predicted_seconds;
+        const double optimistic = expected_tokens(m, g, kExplore, r.ngram_order) / c.predicted_seconds;
         if (best.gamma == 0 || optimistic > best_optimistic) {
             best = c;
             best_optimistic = optimistic;
@@ -128,11 +163,11 @@ auto_choice auto_policy::predict(auto_method m, int n_ids, int ngram_tokens) con
     return best;
 }
 
-auto_choice auto_policy::choose(int n_ids, int ngram_tokens, bool allow_self) const {
-    auto_choice best = predict(auto_method::none, n_ids, ngram_tokens);
+auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
+    auto_choice best = predict(auto_method::none, r);
     for (auto_method m : {auto_method::ngram, auto_method::self_nanospec}) {
         if (m == auto_method::self_nanospec && (!have_self_ || !allow_self)) continue;
-        const auto_choice c = predict(m, n_ids, ngram_tokens);
+        const auto_choice c = predict(m, r);
         if (c.score > best.score * (best.method == auto_method::none ? kSwitchMargin : 1.0)) best = c;
     }
     return best;
@@ -142,19 +177,37 @@ void auto_policy::observe(auto_method m, int gamma, int n_accepted, double secon
     tracker& t = t_[size_t(m)];
     // The n-gram drafter is scored by its shadow every round.
     if (gamma > 0 && m != auto_method::ngram) count_round(t, gamma, n_accepted);
+    if (gamma > 0 && m == auto_method::self_nanospec) {
+        carried& c = carried_[regime_];
+        c.self_first_reached = kDecay * c.self_first_reached + 1;
+        c.self_first_passed = kDecay * c.self_first_passed + (n_accepted > 0 ? 1 : 0);
+    }
     if (predicted_seconds > 0 && seconds > 0) {
-        t.measured_s += seconds;
-        t.predicted_s += predicted_seconds;
+        carried& c = carried_[regime_];
+        for (int i = 0; i < kAutoMethods; ++i) {
+            c.measured_s[size_t(i)] *= kDecay;
+            c.predicted_s[size_t(i)] *= kDecay;
+        }
+        c.measured_s[size_t(m)] += seconds;
+        c.predicted_s[size_t(m)] += predicted_seconds;
     }
 }
 
-void auto_policy::observe_shadow_ngram(int gamma, int n_matched) {
+void auto_policy::observe_shadow_ngram(int gamma, int n_matched, int order) {
     tracker& t = t_[size_t(auto_method::ngram)];
     if (gamma <= 0) {  // no match: a round it would have spent as plain decoding
         t.rejected += 1;
         return;
     }
     count_round(t, gamma, n_matched);
+    carried& c = carried_[regime_];
+    for (int o = 0; o <= kMaxOrder; ++o) {
+        c.order_reached[size_t(o)] *= kDecay;
+        c.order_passed[size_t(o)] *= kDecay;
+    }
+    const size_t o = size_t(std::clamp(order, 0, kMaxOrder));
+    c.order_reached[o] += 1;
+    c.order_passed[o] += n_matched > 0 ? 1 : 0;
 }
 
 void auto_policy::count_round(tracker& t, int gamma, int n_accepted) {

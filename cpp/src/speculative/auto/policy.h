@@ -5,6 +5,7 @@
 // emitted or a time already measured, so the choice never depends on the round it is made for.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -26,36 +27,43 @@ struct auto_choice {
     double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
 };
 
+// What a round's choice depends on besides the outcomes so far.
+struct auto_round {
+    int n_ids = 0;         // |S| now
+    int ngram_tokens = 0;  // the n-gram drafter's proposal for this round (its shadow): an n-gram round drafts no more
+    int ngram_order = 0;   // the length of the history suffix that proposal copied (0: none)
+    int max_g = 0;         // the most tokens any round may draft now (the token budget and the context)
+};
+
 class auto_policy {
 public:
     auto_policy(const cost_model& costs, int draft_max, bool have_self) : costs_(costs), draft_max_(draft_max), have_self_(have_self) {}
 
     // A request starts: priors from the prompt and the temperature.
     void begin(const std::vector<int32_t>& prompt, float temperature);
-    // The best method and gamma for the next round; n_ids = |S| now; ngram_tokens = the length of
-    // the n-gram drafter's proposal for this round (its shadow: the round can draft no more).
-    // allow_self = false: none or n-gram only (a batched step, auto_speculator.h).
-    auto_choice choose(int n_ids, int ngram_tokens, bool allow_self = true) const;
+    // The best method and gamma for the next round. allow_self = false: none or n-gram only (a
+    // batched step, auto_speculator.h).
+    auto_choice choose(const auto_round& r, bool allow_self = true) const;
     // The prediction for one method (used by choose() and the forced switches).
-    auto_choice predict(auto_method m, int n_ids, int ngram_tokens) const;
+    auto_choice predict(auto_method m, const auto_round& r) const;
     // A round of `m` drafted `gamma` tokens, accepted n_accepted and took `seconds` (propose to verdict);
     // predicted_seconds: what the cost model said it would take.
     void observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds);
-    // Shadow evaluation of the n-gram drafter (free to run): its proposal matched the first
-    // n_matched of `gamma` emitted tokens.
-    void observe_shadow_ngram(int gamma, int n_matched);
+    // Shadow evaluation of the n-gram drafter (free to run): its proposal, copied after a suffix of
+    // `order` tokens, matched the first n_matched of `gamma` emitted tokens.
+    void observe_shadow_ngram(int gamma, int n_matched, int order);
     // The pooled i.i.d. acceptance of `m` (with its prior).
     double acceptance(auto_method m) const;
     // E[tokens per round] of `m` drafting g tokens: 1 + sum_k prod_{j<=k} p_j over the per-position
-    // conditional acceptance p_j (each shrunk towards the pooled rate); z > 0: each p_j taken z
-    // standard errors up (the optimistic estimate that picks g).
-    double expected_tokens(auto_method m, int g, double z = 0.0) const;
+    // conditional acceptance p_j (each shrunk towards the pooled rate; an n-gram proposal's first
+    // position by the order it matched at); z > 0: each p_j taken z standard errors up (the
+    // optimistic estimate that picks g).
+    double expected_tokens(auto_method m, int g, double z = 0.0, int ngram_order = 0) const;
 
 private:
     struct tracker {
         double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
         double prior = 0, prior_weight = 0;  // pseudo-counts
-        double measured_s = 0, predicted_s = 0;  // round seconds measured / predicted (the timing correction)
         std::vector<double> reached, passed;     // per draft position: rounds that drafted it / accepted it
     };
     // A round of `t`'s method drafted `gamma` tokens and `n_accepted` of them were accepted.
@@ -63,7 +71,22 @@ private:
     const cost_model& costs_;
     int draft_max_;
     bool have_self_;
-    std::array<tracker, kAutoMethods> t_{};
+    std::array<tracker, kAutoMethods> t_{};  // per request (begin() resets them)
+    // What outlives a request (begin() keeps it): the machine's state and the model's habits, summed
+    // over the rounds of every request so far with a decay per round; one copy for greedy and one for
+    // sampled requests (sampling's logits processing costs time per verified row, and a sampled
+    // continuation matches an n-gram copy less often).
+    static constexpr int kMaxOrder = 8;
+    struct carried {
+        // The timing correction: per method, round seconds measured and predicted.
+        std::array<double, kAutoMethods> measured_s{}, predicted_s{};
+        // The n-gram proposal's first position per match order (index: order, clamped): rounds and acceptances.
+        std::array<double, kMaxOrder + 1> order_reached{}, order_passed{};
+        // The self drafter's first position: rounds and acceptances.
+        double self_first_reached = 0, self_first_passed = 0;
+    };
+    std::array<carried, 2> carried_{};
+    std::size_t regime_ = 0;  // carried_[1] for a sampled request
     double time_scale(auto_method m) const;
 };
 

@@ -27,6 +27,7 @@ public:
                 const int from = start + n;
                 const int count = std::min(max_n, len - from);
                 out.tokens.assign(h.begin() + from, h.begin() + from + count);
+                out.ngram_order = count > 0 ? n : 0;
                 break;
             }
         }
