@@ -81,14 +81,15 @@ inline __mmask16 valid_rows(int n_valid) {
     return n_valid >= kRows16 ? __mmask16(0xffff) : __mmask16((1u << n_valid) - 1);
 }
 
-// A kernel policy for gemm_rows16: block_elems (elements per block), prep (the per-token part of a
-// block) and prepare (it for n_tok tokens), max_tile (tokens per full tile) and run_tile<NT> (one
-// group of 16 rows, the first n_valid of them stored, x NT tokens).
+// A kernel policy for gemm_rows16: block_elems (elements per block), record_bytes (one record: a block
+// of 16 rows), prep (the per-token part of a block) and prepare (it for n_tok tokens), max_tile
+// (tokens per full tile) and block<NT> (adds record `rec`, block b, to the NT tokens' accumulators).
 
 // The 32-element types (Q8_0 / Q5_0 / Q4_0) x Q8_0.
 template <class B>
 struct kernel_legacy {
     static constexpr int block_elems = QK;
+    static constexpr size_t record_bytes = kRows16 * sizeof(B);
     static constexpr int max_tile = 8;
 
     // The offset correction and the activation scale.
@@ -112,38 +113,28 @@ struct kernel_legacy {
     }
 
     template <int NT>
-    static void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const prep* P, float* Y,
-                         int64_t ys, int n_valid) {
-        constexpr size_t rb = kRows16 * sizeof(B);
-        __m512 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-        stream_prefetcher pf(G, nb * rb, nb);
-        for (int64_t b = 0; b < nb; ++b) {
-            pf.step();
-            const uint8_t* rec = G + b * rb;
-            __m512i w[8];
-            record<B>::load(rec, w);
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
-            for (int t = 0; t < NT; ++t) {
-                const prep& xp = P[t * nb + b];
-                const int8_t* xq = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
-                __m512i p = _mm512_set1_epi32(xp.corr);
-                if constexpr (NT < 4) {
-                    // Few tokens: two chains hide vpdpbusd's latency (integer sums: the split is exact).
-                    __m512i q = _mm512_setzero_si512();
-                    for (int j = 0; j < 8; j += 2) {
-                        p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
-                        q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
-                    }
-                    p = _mm512_add_epi32(p, q);
-                } else {
-                    for (int j = 0; j < 8; ++j) p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+    static void block(const uint8_t* rec, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
+                      __m512 acc[NT]) {
+        __m512i w[8];
+        record<B>::load(rec, w);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+        for (int t = 0; t < NT; ++t) {
+            const prep& xp = P[t * nb + b];
+            const int8_t* xq = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
+            __m512i p = _mm512_set1_epi32(xp.corr);
+            if constexpr (NT < 4) {
+                // Few tokens: two chains hide vpdpbusd's latency (integer sums: the split is exact).
+                __m512i q = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j += 2) {
+                    p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+                    q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
                 }
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(xp.d)), acc[t]);
+                p = _mm512_add_epi32(p, q);
+            } else {
+                for (int j = 0; j < 8; ++j) p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
             }
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(xp.d)), acc[t]);
         }
-        const __mmask16 keep = valid_rows(n_valid);
-        for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
     }
 };
 
@@ -152,6 +143,7 @@ struct kernel_legacy {
 // msum = sum_s m_s * bsum_s by vpdpwssd on (m_2i, m_2i+1) pairs; then the two fmas of rows16.h.
 struct kernel_q4_k {
     static constexpr int block_elems = QK_K;
+    static constexpr size_t record_bytes = kRows16Q4kRecord;
     static constexpr int max_tile = 4;  // a sub-block's 8 weight vectors and 2 accumulators per token fit in registers
 
     // The scale and the sub-block sums of x in int16 pairs
@@ -176,61 +168,67 @@ struct kernel_q4_k {
     }
 
     template <int NT>
-    static void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const prep* P, float* Y,
-                         int64_t ys, int n_valid) {
-        constexpr size_t rb = kRows16Q4kRecord;
+    static void block(const uint8_t* rec, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
+                      __m512 acc[NT]) {
         const __m512i lo4 = _mm512_set1_epi8(0x0f);
-        __m512 acc[NT];
-        for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-        stream_prefetcher pf(G, nb * rb, nb);
-        for (int64_t b = 0; b < nb; ++b) {
-            pf.step();
-            const uint8_t* rec = G + b * rb;
-            __m512i isum[NT], msum[NT];
-            for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
-            for (int s = 0; s < 8; ++s) {
-                // sub-block s: chunk s / 2, low nibbles when s is even
-                __m512i w[8];
-                for (int j = 0; j < 8; ++j) {
-                    const __m512i q = _mm512_loadu_si512(rec + 320 + 64 * (8 * (s / 2) + j));
-                    w[j] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(q, 4) : q, lo4);
-                }
-                const __m512i sc =
-                    _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s)));
-                for (int t = 0; t < NT; ++t) {
-                    const int8_t* xq = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs + 32 * s;
-                    __m512i p = _mm512_setzero_si512(), q = _mm512_setzero_si512();
-                    for (int j = 0; j < 8; j += 2) {
-                        p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
-                        q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
-                    }
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(p, q), sc));
-                }
+        __m512i isum[NT], msum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
+        for (int s = 0; s < 8; ++s) {
+            // sub-block s: chunk s / 2, low nibbles when s is even
+            __m512i w[8];
+            for (int j = 0; j < 8; ++j) {
+                const __m512i q = _mm512_loadu_si512(rec + 320 + 64 * (8 * (s / 2) + j));
+                w[j] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(q, 4) : q, lo4);
             }
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
-            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
-            __m512i m[4];
-            for (int i = 0; i < 4; ++i)
-                m[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 192 + 32 * i)));
+            const __m512i sc =
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s)));
             for (int t = 0; t < NT; ++t) {
-                const prep& xp = P[t * nb + b];
-                for (int i = 0; i < 4; ++i)
-                    msum[t] = _mm512_dpwssd_epi32(msum[t], m[i], _mm512_set1_epi32(xp.bs_pairs[i]));
-                const __m512 dx = _mm512_set1_ps(xp.d);
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
-                acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, dx), acc[t]);
+                const int8_t* xq = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs + 32 * s;
+                __m512i p = _mm512_setzero_si512(), q = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j += 2) {
+                    p = _mm512_dpbusd_epi32(p, w[j], broadcast4(xq + 4 * j));
+                    q = _mm512_dpbusd_epi32(q, w[j + 1], broadcast4(xq + 4 * j + 4));
+                }
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(p, q), sc));
             }
         }
-        const __mmask16 keep = valid_rows(n_valid);
-        for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+        __m512i m[4];
+        for (int i = 0; i < 4; ++i)
+            m[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 192 + 32 * i)));
+        for (int t = 0; t < NT; ++t) {
+            const prep& xp = P[t * nb + b];
+            for (int i = 0; i < 4; ++i)
+                msum[t] = _mm512_dpwssd_epi32(msum[t], m[i], _mm512_set1_epi32(xp.bs_pairs[i]));
+            const __m512 dx = _mm512_set1_ps(xp.d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dx), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, dx), acc[t]);
+        }
     }
 };
+
+// One group of 16 rows (the first n_valid of them stored) x NT tokens: the records stream through once,
+// block by block, while the tokens' sums stay in registers.
+template <class K, int NT>
+void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const typename K::prep* P, float* Y,
+              int64_t ys, int n_valid) {
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    stream_prefetcher pf(G, nb * K::record_bytes, nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        pf.step();
+        K::template block<NT>(G + b * K::record_bytes, X, xs, P, nb, b, acc);
+    }
+    const __mmask16 keep = valid_rows(n_valid);
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
+}
 
 template <class K, int NT>
 void groups_loop(int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
                  const typename K::prep* P, float* Y, int64_t ys) {
     for (int r = 0; r < n_rows; r += kRows16)
-        K::template run_tile<NT>(nb, W + r * ws, X, xs, P, Y + r, ys, n_rows - r);
+        run_tile<K, NT>(nb, W + r * ws, X, xs, P, Y + r, ys, n_rows - r);
 }
 
 // The last n_tok < K::max_tile tokens: one tile of exactly n_tok (NT counts down to it).

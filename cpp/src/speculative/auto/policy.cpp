@@ -67,45 +67,48 @@ double auto_policy::acceptance(auto_method m) const {
     return n > 0 ? (t.accepted + t.prior * t.prior_weight) / n : 0.0;
 }
 
-double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_order) const {
+auto_policy::position_counts auto_policy::first_position(auto_method m, int ngram_order) const {
     const tracker& t = t_[size_t(m)];
     const double a = acceptance(m);
+    const int order = std::min(ngram_order, kMaxOrder);
+    if (m == auto_method::ngram && order > 0) {
+        // Counted per match order (kept across requests), with the pooled rate times min(1, order / 3)
+        // as its prior: measured over the four prompt sets, a copy after a 1-token suffix was accepted
+        // 0.33-0.44 of the time at T=0 and 0.24 at T=1, after a 2-token one 0.8 / 0.4-0.55, after a
+        // 4-token one 0.87-0.93 / 0.85-0.87. Shrunk towards the pooled rate alone (which the long runs
+        // of 4-token copies raise), 1-token matches kept being drafted at T=1 on the edit prompts and
+        // rejected every time (0.73x the fixed n-gram configuration).
+        const carried& c = carried_[regime_];
+        return {c.order_reached[size_t(order)], c.order_passed[size_t(order)], a * std::min(1.0, order / kFullOrder),
+                kPositionWeight};
+    }
+    if (m == auto_method::self_nanospec)
+        // Towards the prior (the rate of the requests so far) with its full weight: towards the pooled
+        // rate, which the same rejection had already lowered, one rejection at T=1 put the self drafter
+        // below plain decoding for 7 rounds (0.8x NanoSpec's fixed configuration).
+        return {t.reached[0], t.passed[0], t.prior, t.prior_weight};
+    // Towards the pooled rate: every accepted token counts there, so it moves fast.
+    return {t.reached[0], t.passed[0], a, kPositionWeight};
+}
+
+double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_order) const {
+    const tracker& t = t_[size_t(m)];
     // Acceptance is not i.i.d.: an n-gram proposal copied from the context tends to hold to its end
     // once its first tokens hold (measured: 55 of 60 drafted tokens accepted on a copy prompt, where
     // the pooled rate 0.93 predicted 3.7 tokens per round of 3 and made auto draft 3 instead of 8).
-    // The first position's rate is shrunk towards the pooled rate (every accepted token counts there,
-    // so it moves fast; shrunk towards the method's prior alone, one early rejection took the self
-    // drafter below plain decoding for the rest of a request), every later one towards the rate
+    // The first position's rate is shrunk as first_position() says, every later one towards the rate
     // before it but at least kContinuationPrior: a position not drafted yet would otherwise inherit
     // a low first-token rate and never be drafted to be measured. Measured with fixed gamma 8
     // (`specgen bench --preset auto`): after the first position the conditional rates are 0.92-1.0
     // for NanoSpec at T=0 and T=1 and ~1.0 for n-gram at T=1, whatever the first position's rate.
-    // An n-gram proposal's first position is counted per match order instead (kept across requests),
-    // with the pooled rate times min(1, order / 3) as its prior: measured over the four prompt sets, a
-    // copy after a 1-token suffix was accepted 0.33-0.44 of the time at T=0 and 0.24 at T=1, after a
-    // 2-token one 0.8 / 0.4-0.55, after a 4-token one 0.87-0.93 / 0.85-0.87. Shrunk towards the pooled
-    // rate alone (which the long runs of 4-token copies raise), 1-token matches kept being drafted at
-    // T=1 on the edit prompts and rejected every time (0.73x the fixed n-gram configuration).
-    const int order = std::min(ngram_order, kMaxOrder);
+    g = std::min(g, int(t.reached.size()));
     double e = 1, run = 1, p = 0;
     for (int k = 0; k < g; ++k) {
-        double prior = k == 0 ? a : std::max(p, kContinuationPrior);
-        double reached = size_t(k) < t.reached.size() ? t.reached[size_t(k)] : 0.0;
-        double passed = size_t(k) < t.passed.size() ? t.passed[size_t(k)] : 0.0;
-        double weight = kPositionWeight;
-        if (k == 0 && m == auto_method::ngram && order > 0) {
-            prior = a * std::min(1.0, order / kFullOrder);
-            reached = carried_[regime_].order_reached[size_t(order)];
-            passed = carried_[regime_].order_passed[size_t(order)];
-        } else if (k == 0 && m == auto_method::self_nanospec) {
-            // Towards the prior (the rate of the requests so far) with its full weight: towards the
-            // pooled rate, which the same rejection had already lowered, one rejection at T=1 put the
-            // self drafter below plain decoding for 7 rounds (0.8x NanoSpec's fixed configuration).
-            prior = t.prior;
-            weight = t.prior_weight;
-        }
-        const double n = reached + weight;
-        p = (passed + weight * prior) / n;
+        const position_counts c = k == 0 ? first_position(m, ngram_order)
+                                         : position_counts{t.reached[size_t(k)], t.passed[size_t(k)],
+                                                           std::max(p, kContinuationPrior), kPositionWeight};
+        const double n = c.reached + c.weight;
+        p = (c.passed + c.weight * c.prior) / n;
         run *= std::min(1.0, p + z * std::sqrt(p * (1.0 - p) / n));
         e += run;
     }

@@ -66,6 +66,12 @@ private:
         double prior = 0, prior_weight = 0;  // pseudo-counts
         std::vector<double> reached, passed;     // per draft position: rounds that drafted it / accepted it
     };
+    // Draft position k's conditional rate before shrinkage: p_k = (passed + weight * prior) / (reached + weight).
+    struct position_counts {
+        double reached, passed, prior, weight;
+    };
+    // Position 1's (the pooled rate as the prior; by match order for an n-gram proposal).
+    position_counts first_position(auto_method m, int ngram_order) const;
     // A round of `t`'s method drafted `gamma` tokens and `n_accepted` of them were accepted.
     void count_round(tracker& t, int gamma, int n_accepted);
     const cost_model& costs_;
