@@ -156,22 +156,24 @@ def test_calibration_is_cached_and_overridable(model_path, tmp_path, monkeypatch
 
 
 def test_timing_correction_carries_over_to_the_next_request(model_path, tmp_path, monkeypatch):
-    """The live timing correction outlives a request: with a cost model 8x too slow the first request's
-    prediction starts 8x low and corrects itself round by round, and the next requests start corrected
-    (the prediction within 1.6x of the measured decode speed; the machine's noise is far smaller than 8x)."""
+    """The live timing correction outlives a request. With a cost model 8x too fast, a round's predicted
+    seconds are small against the correction's prior weight, so the first request's prediction stays far
+    too high, and the requests after it start corrected. The third request's prediction is within 1.6x of
+    the measured decode speed and at most half as far off (in log) as the first's. Reset per request,
+    every request would be as far off as the first."""
     path = tmp_path / "cal.json"
     monkeypatch.setenv("SPECGEN_CALIBRATION", str(path))
     _auto(model_path, monkeypatch).close()  # measures this machine
     data = json.loads(path.read_text())
-    slow = {k: [8 * x for x in v] if isinstance(v, list) else 8 * v if k != "version" else v for k, v in data.items()}
-    path.write_text(json.dumps(slow))
+    fast = {k: [x / 8 for x in v] if isinstance(v, list) else v / 8 if k != "version" else v for k, v in data.items()}
+    path.write_text(json.dumps(fast))
     g = _auto(model_path, monkeypatch)
     try:
         ratios = []
         for _ in range(3):
             s = g.generate(PROMPTS[0], max_tokens=48, temperature=0).stats
             ratios.append(s["auto_predicted_tokens_per_second"] / s["decode_tokens_per_second"])
-        assert ratios[0] < 0.8 * ratios[2], ratios
+        assert abs(np.log(ratios[2])) < 0.5 * abs(np.log(ratios[0])), ratios
         assert 1 / 1.6 < ratios[2] < 1.6, ratios
     finally:
         g.close()
