@@ -21,7 +21,7 @@ constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer 
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
 constexpr double kTimingWeight = 0.05;    // predicted seconds the global timing correction's prior (1) counts for
 constexpr double kMethodTimingWeight = 0.1;  // predicted seconds a method's correction's prior (the global one) counts for
-constexpr double kDecay = 0.98;  // per round: the estimates kept across requests (timing, n-gram order) follow ~50 rounds
+constexpr double kDecay = 0.98;  // per round: the estimates kept across requests (timing, n-gram order, later positions) follow ~50 rounds
 constexpr double kSwitchMargin = 1.03;    // hysteresis is applied by the caller through the current method
 }  // namespace
 
@@ -44,10 +44,13 @@ double prompt_self_overlap(const std::vector<int32_t>& prompt) {
 void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     t_ = {};
     regime_ = temperature > 0 ? 1 : 0;
-    for (tracker& t : t_) {
-        t.reached.assign(size_t(std::max(1, draft_max_)), 0.0);
-        t.passed.assign(size_t(std::max(1, draft_max_)), 0.0);
-    }
+    carried& kept = carried_[regime_];
+    auto allocate = [&](later_positions& l) {
+        l.reached.resize(size_t(std::max(1, draft_max_)), 0.0);
+        l.passed.resize(size_t(std::max(1, draft_max_)), 0.0);
+    };
+    for (later_positions& l : kept.later) allocate(l);
+    for (later_positions& l : kept.ngram_later) allocate(l);
     tracker& ng = t_[size_t(auto_method::ngram)];
     ng.prior = std::min(0.95, prompt_self_overlap(prompt));
     ng.prior_weight = kPriorWeight;
@@ -86,13 +89,23 @@ auto_policy::position_counts auto_policy::first_position(auto_method m, int ngra
         // Towards the prior (the rate of the requests so far) with its full weight: towards the pooled
         // rate, which the same rejection had already lowered, one rejection at T=1 put the self drafter
         // below plain decoding for 7 rounds (0.8x NanoSpec's fixed configuration).
-        return {t.reached[0], t.passed[0], t.prior, t.prior_weight};
+        return {t.first_reached, t.first_passed, t.prior, t.prior_weight};
     // Towards the pooled rate: every accepted token counts there, so it moves fast.
-    return {t.reached[0], t.passed[0], a, kPositionWeight};
+    return {t.first_reached, t.first_passed, a, kPositionWeight};
+}
+
+template <class Carried>
+auto& auto_policy::later(Carried& kept, auto_method m, int ngram_order) {
+    // A copy after a 1-token suffix continues less often than one after 4 (measured at T=0 and T=1:
+    // its second position 0.3-0.6 against 0.9-0.92).
+    if (m == auto_method::ngram) return kept.ngram_later[size_t(std::clamp(ngram_order, 0, kMaxOrder))];
+    return kept.later[size_t(m)];
 }
 
 double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_order) const {
-    const tracker& t = t_[size_t(m)];
+    const later_positions& l = later(carried_[regime_], m, ngram_order);
+    const std::vector<double>& reached = l.reached;
+    const std::vector<double>& passed = l.passed;
     // Acceptance is not i.i.d.: an n-gram proposal copied from the context tends to hold to its end
     // once its first tokens hold (measured: 55 of 60 drafted tokens accepted on a copy prompt, where
     // the pooled rate 0.93 predicted 3.7 tokens per round of 3 and made auto draft 3 instead of 8).
@@ -101,11 +114,14 @@ double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_or
     // a low first-token rate and never be drafted to be measured. Measured with fixed gamma 8
     // (`specgen bench --preset auto`): after the first position the conditional rates are 0.92-1.0
     // for NanoSpec at T=0 and T=1 and ~1.0 for n-gram at T=1, whatever the first position's rate.
-    g = std::min(g, int(t.reached.size()));
+    // The later positions are counted over the requests so far (decayed like the timing): reset per
+    // request, each request's ~13 rounds left their counts small, and the optimism that picks g
+    // (kExplore standard errors) drafted 8 at T=1 where the measured rates made 5 the best.
+    g = std::min(g, int(reached.size()));
     double e = 1, run = 1, p = 0;
     for (int k = 0; k < g; ++k) {
         const position_counts c = k == 0 ? first_position(m, ngram_order)
-                                         : position_counts{t.reached[size_t(k)], t.passed[size_t(k)],
+                                         : position_counts{reached[size_t(k)], passed[size_t(k)],
                                                            std::max(p, kContinuationPrior), kPositionWeight};
         const double n = c.reached + c.weight;
         p = (c.passed + c.weight * c.prior) / n;
@@ -177,9 +193,8 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
 }
 
 void auto_policy::observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds) {
-    tracker& t = t_[size_t(m)];
     // The n-gram drafter is scored by its shadow every round.
-    if (gamma > 0 && m != auto_method::ngram) count_round(t, gamma, n_accepted);
+    if (gamma > 0 && m != auto_method::ngram) count_round(m, gamma, n_accepted);
     if (gamma > 0 && m == auto_method::self_nanospec) {
         carried& c = carried_[regime_];
         c.self_first_reached = kDecay * c.self_first_reached + 1;
@@ -197,12 +212,11 @@ void auto_policy::observe(auto_method m, int gamma, int n_accepted, double secon
 }
 
 void auto_policy::observe_shadow_ngram(int gamma, int n_matched, int order) {
-    tracker& t = t_[size_t(auto_method::ngram)];
     if (gamma <= 0) {  // no match: a round it would have spent as plain decoding
-        t.rejected += 1;
+        t_[size_t(auto_method::ngram)].rejected += 1;
         return;
     }
-    count_round(t, gamma, n_matched);
+    count_round(auto_method::ngram, gamma, n_matched, order);
     carried& c = carried_[regime_];
     for (int o = 0; o <= kMaxOrder; ++o) {
         c.order_reached[size_t(o)] *= kDecay;
@@ -213,14 +227,23 @@ void auto_policy::observe_shadow_ngram(int gamma, int n_matched, int order) {
     c.order_passed[o] += n_matched > 0 ? 1 : 0;
 }
 
-void auto_policy::count_round(tracker& t, int gamma, int n_accepted) {
+void auto_policy::count_round(auto_method m, int gamma, int n_accepted, int ngram_order) {
+    tracker& t = t_[size_t(m)];
     t.accepted += n_accepted;
     t.rejected += n_accepted < gamma ? 1 : 0;
     // Positions 1..n_accepted held; position n_accepted + 1 (if drafted) was reached and failed.
     const int reached = std::min(gamma, n_accepted + 1);
-    for (int k = 0; k < reached && size_t(k) < t.reached.size(); ++k) {
-        t.reached[size_t(k)] += 1;
-        t.passed[size_t(k)] += k < n_accepted ? 1 : 0;
+    t.first_reached += 1;
+    t.first_passed += n_accepted > 0 ? 1 : 0;
+    // The later positions are counted across requests, decayed per round of the method.
+    later_positions& l = later(carried_[regime_], m, ngram_order);
+    for (size_t k = 1; k < l.reached.size(); ++k) {
+        l.reached[k] *= kDecay;
+        l.passed[k] *= kDecay;
+    }
+    for (int k = 1; k < reached && size_t(k) < l.reached.size(); ++k) {
+        l.reached[size_t(k)] += 1;
+        l.passed[size_t(k)] += k < n_accepted ? 1 : 0;
     }
 }
 

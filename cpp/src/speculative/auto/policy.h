@@ -64,7 +64,7 @@ private:
     struct tracker {
         double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
         double prior = 0, prior_weight = 0;  // pseudo-counts
-        std::vector<double> reached, passed;     // per draft position: rounds that drafted it / accepted it
+        double first_reached = 0, first_passed = 0;  // the first draft position: rounds that drafted it / accepted it
     };
     // Draft position k's conditional rate before shrinkage: p_k = (passed + weight * prior) / (reached + weight).
     struct position_counts {
@@ -72,8 +72,9 @@ private:
     };
     // Position 1's (the pooled rate as the prior; by match order for an n-gram proposal).
     position_counts first_position(auto_method m, int ngram_order) const;
-    // A round of `t`'s method drafted `gamma` tokens and `n_accepted` of them were accepted.
-    void count_round(tracker& t, int gamma, int n_accepted);
+    // A round of `m` drafted `gamma` tokens and `n_accepted` of them were accepted (an n-gram proposal
+    // copied after a suffix of `ngram_order` tokens).
+    void count_round(auto_method m, int gamma, int n_accepted, int ngram_order = 0);
     const cost_model& costs_;
     int draft_max_;
     bool have_self_;
@@ -83,6 +84,12 @@ private:
     // sampled requests (sampling's logits processing costs time per verified row, and a sampled
     // continuation matches an n-gram copy less often).
     static constexpr int kMaxOrder = 8;
+    struct later_positions {
+        std::vector<double> reached, passed;
+    };
+    // Where the later positions of `m`'s rounds are counted (an n-gram proposal's by its match order).
+    template <class Carried>
+    static auto& later(Carried& kept, auto_method m, int ngram_order);
     struct carried {
         // The timing correction: per method, round seconds measured and predicted.
         std::array<double, kAutoMethods> measured_s{}, predicted_s{};
@@ -90,6 +97,10 @@ private:
         std::array<double, kMaxOrder + 1> order_reached{}, order_passed{};
         // The self drafter's first position: rounds and acceptances.
         double self_first_reached = 0, self_first_passed = 0;
+        // The draft positions after the first, per method and for an n-gram proposal per match order
+        // (index: order, clamped): rounds that reached each position and accepted it.
+        std::array<later_positions, kAutoMethods> later;
+        std::array<later_positions, kMaxOrder + 1> ngram_later;
     };
     std::array<carried, 2> carried_{};
     std::size_t regime_ = 0;  // carried_[1] for a sampled request

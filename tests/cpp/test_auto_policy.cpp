@@ -1,0 +1,91 @@
+// auto's policy (speculative/auto/policy.h, docs/ALGORITHMS.md section 8.2) on made-up outcomes: what
+// it learns from the rounds it is shown, with a fixed cost model, no engine and no model.
+//  - An n-gram proposal's later draft positions are counted per match order: copies after a 1-token
+//    suffix that fail at their second token do not lower the estimate for copies after 4 tokens that
+//    hold to the end, and the other way round.
+//  - The later positions are counted across requests: a new request starts from what the last ones
+//    measured, not from the prior.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "speculative/auto/policy.h"
+
+using namespace specgen;
+
+namespace {
+int failures = 0;
+void check(bool ok, const std::string& what) {
+    if (!ok) {
+        std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+        ++failures;
+    }
+}
+
+// Measured on the reference 2-core machine (tests/test_auto.py uses the same figures).
+cost_model reference_costs() {
+    cost_model c;
+    c.verify = {0.0127, 0.0136, 0.0145, 0.0165, 0.0193, 0.0210, 0.0281, 0.0281, 0.0299};
+    c.head_full = {0.0085, 0.0087, 0.0090, 0.0102, 0.0113, 0.0119, 0.0164, 0.0164, 0.0168};
+    c.body_row = 0.00425;
+    c.head_per_id = 2.3e-7;
+    return c;
+}
+
+// A prompt with some self-overlap, so the n-gram prior is neither 0 nor 1.
+std::vector<int32_t> prompt() {
+    std::vector<int32_t> p;
+    for (int i = 0; i < 40; ++i) p.push_back(int32_t(i % 7 == 0 ? 1 : 10 + i));
+    return p;
+}
+
+void test_ngram_positions_by_match_order() {
+    const cost_model costs = reference_costs();
+    auto_policy policy(costs, 8, true);
+    policy.begin(prompt(), 0.0f);
+    for (int round = 0; round < 30; ++round) {
+        policy.observe_shadow_ngram(8, 1, 1);  // a 1-token-suffix copy: first token right, second wrong
+        policy.observe_shadow_ngram(8, 8, 4);  // a 4-token-suffix copy: all 8 right
+    }
+    const double e1 = policy.expected_tokens(auto_method::ngram, 8, 0.0, 1);
+    const double e4 = policy.expected_tokens(auto_method::ngram, 8, 0.0, 4);
+    // Pooled over orders, the second position would hold half the time for both (e ~ 2.5-4 each).
+    check(e1 < 2.6, "a 1-token copy that fails at its second token predicts < 2.6 tokens of 8: " + std::to_string(e1));
+    check(e4 > 7.0, "a 4-token copy that holds predicts > 7 tokens of 8: " + std::to_string(e4));
+    const auto_round r{0, 8, 1, 64};
+    const auto_choice c = policy.predict(auto_method::ngram, r);
+    check(c.predicted_tokens < 2.6, "the prediction for a 1-token copy round: " + std::to_string(c.predicted_tokens));
+}
+
+void test_later_positions_carry_over() {
+    const cost_model costs = reference_costs();
+    auto_policy policy(costs, 8, true);
+    policy.begin(prompt(), 1.0f);
+    const double fresh = policy.expected_tokens(auto_method::self_nanospec, 8);
+    // A request whose self-drafter rounds keep the first two tokens and lose the third.
+    for (int round = 0; round < 20; ++round) policy.observe(auto_method::self_nanospec, 8, 2, 0.05, 0.05);
+    const double measured = policy.expected_tokens(auto_method::self_nanospec, 8);
+    policy.begin(prompt(), 1.0f);  // the next request
+    const double next = policy.expected_tokens(auto_method::self_nanospec, 8);
+    check(measured < 3.6, "20 rounds accepting 2 of 8 predict < 3.6 tokens: " + std::to_string(measured));
+    check(fresh > 4.5, "the prior predicts > 4.5 tokens of 8: " + std::to_string(fresh));
+    // Its first position starts again from the prior (shrunk towards the requests so far); the later
+    // positions keep their counts: position 3's measured rate, not the prior's 0.95.
+    check(next < fresh - 1.0, "the next request starts from the measured later positions: " + std::to_string(next) +
+                                  " against the prior's " + std::to_string(fresh));
+    // Greedy requests keep their own counts.
+    policy.begin(prompt(), 0.0f);
+    check(policy.expected_tokens(auto_method::self_nanospec, 8) > 4.5, "a greedy request does not inherit the sampled counts");
+}
+}  // namespace
+
+int main(int, char**) {
+    test_ngram_positions_by_match_order();
+    test_later_positions_carry_over();
+    if (failures) {
+        std::fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    std::printf("test_auto_policy: ok\n");
+    return 0;
+}
