@@ -216,3 +216,17 @@ def test_end_to_end_tiny(tmp_path, model_path):
     assert p["n_accepted"] <= p["n_drafted"]
     # Greedy is lossless: both configurations produce the same continuation length.
     assert ar["sets"]["all"]["pooled"]["n_generated"] == p["n_generated"]
+
+
+def test_sampled_cells_get_their_own_repeats(tmp_path, model_path):
+    """--repeats-sampled: the cells at T > 0 run that many seeds, the greedy ones --repeats; every
+    sampled repeat is a new seed (a new text), and the header says both counts."""
+    f = tmp_path / "one.jsonl"
+    f.write_text(json.dumps({"id": "rep", "prompt": "one two three one two three one two"}) + "\n")
+    res = bench.run(str(model_path), "ar", str(f), max_tokens=6, threads=[2], temperatures="0,1", repeats=1,
+                    repeats_sampled=3, warmup=False, peer=False, progress=False)
+    by_temp = {t: [r for r in res["runs"] if r["temperature"] == t] for t in (0.0, 1.0)}
+    assert len(by_temp[0.0]) == 1 and len(by_temp[1.0]) == 3
+    assert len({r["stats"]["seed"] for r in by_temp[1.0]}) == 3
+    assert res["meta"]["repeats_sampled"] == 3
+    assert "1 prompts x 1 repeats (3 at T > 0)" in bench_report.table(res)

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-t", "--threads", default=None, help="thread counts, e.g. 1,2 (default: all usable CPUs)")
     ap.add_argument("--temp", default="0", help="temperatures, e.g. 0,1")
     ap.add_argument("-r", "--repeats", type=int, default=1)
+    ap.add_argument("--repeats-sampled", type=int, default=None,
+                    help="repeats (seeds) of the cells at temperature > 0 (default: --repeats): each configuration "
+                         "samples its own texts, so a sampled cell needs more draws than a greedy one")
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--n-ctx", type=int, default=2048)
@@ -78,7 +81,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     except ValueError as e:
         raise UsageError(str(e)) from None
     for flag, values, lo in (("--draft-max", args.gamma_list, 1), ("--threads", args.thread_list or [], 0),
-                             ("--max-tokens", [args.max_tokens], -1), ("--repeats", [args.repeats], 1)):
+                             ("--max-tokens", [args.max_tokens], -1), ("--repeats", [args.repeats], 1),
+                             ("--repeats-sampled", [args.repeats_sampled] if args.repeats_sampled is not None else [], 1)):
         bad = [v for v in values if v < lo]
         if bad:
             raise UsageError(f"{flag} values must be >= {lo}, got {bad[0]}")
@@ -134,7 +138,7 @@ def _run(argv: List[str]) -> int:
         raise UsageError(str(e)) from None
     res = run(args.model, args.configs, args.prompts, n_prompts=args.n_prompts, draft_max=args.draft_max,
               threads=args.threads, temperatures=args.temp, max_tokens=args.max_tokens, repeats=args.repeats,
-              warmup=not args.no_warmup, seed=args.seed, n_ctx=args.n_ctx, peer=args.peer,
+              repeats_sampled=args.repeats_sampled, warmup=not args.no_warmup, seed=args.seed, n_ctx=args.n_ctx, peer=args.peer,
               progress=not args.quiet, command=command)
     print(report.table(res))
     if args.json:

@@ -31,13 +31,14 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         prompts="text", max_tokens=128, repeats=1, threads="2", temp="0", peer=False,
     ),
     # draft="auto" against the fixed configurations on every prompt set at T=0 and T=1, with the
-    # policy's predicted decode tok/s next to the measured one (docs/ALGORITHMS.md section 8). Three
-    # repeats (three seeds at T=1): each configuration samples its own text, and with one draw per
-    # prompt a cell compared realizations (one that falls into a loop is 2x faster for any method).
+    # policy's predicted decode tok/s next to the measured one (docs/ALGORITHMS.md section 8). At T=1
+    # each configuration samples its own texts, whose speeds spread 46-206 tok/s within one cell: 15
+    # seeds per prompt (45 draws per set) resolve ~5% where 5 did not (cells moved 10-25% between
+    # runs). Greedy cells repeat the same text, so 4 timings each suffice. About 13 minutes here.
     "auto": dict(
         configs="ar,auto,ngram:block,self:block,nanospec:block",
-        prompts="text,edit,code,chat", n_prompts=2, max_tokens=64, draft_max="8", threads="2", temp="0,1",
-        repeats=3, peer=False,
+        prompts="text,edit,code,chat", n_prompts=3, max_tokens=64, draft_max="8", threads="2", temp="0,1",
+        repeats=4, repeats_sampled=15, peer=False,
     ),
     # The committed sample report docs/bench/ (run from the repository root): every configuration of
     # the README's table at temperatures 0 and 1, then `core` appended to REPORT.md.

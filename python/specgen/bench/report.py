@@ -178,10 +178,16 @@ def _peer_line(res: Dict[str, Any]) -> str:
     return f"llama.cpp peer: llama-cpp-python {peer.get('version')}, same prompts, threads and max_tokens, greedy."
 
 
+def _repeats(meta: Dict[str, Any]) -> str:
+    sampled = meta.get("repeats_sampled", meta["repeats"])
+    extra = f" ({sampled} at T > 0)" if sampled != meta["repeats"] and any(t > 0 for t in meta["temperatures"]) else ""
+    return f"{meta['repeats']} repeats{extra}"
+
+
 def table(res: Dict[str, Any]) -> str:
     m = res["meta"]
     out = [
-        f"specgen bench: {m['model_path']}  ({m['n_prompts']} prompts x {m['repeats']} repeats, "
+        f"specgen bench: {m['model_path']}  ({m['n_prompts']} prompts x {_repeats(m)}, "
         f"max_tokens {m['max_tokens']}, {m['cpu']}, {m['affinity'] or m['n_cpus']} CPUs)",
         "",
         _grid(MAIN_HEADER, _main_rows(res)),
@@ -324,7 +330,7 @@ def markdown(res: Dict[str, Any], plot_path: Optional[str] = None, md_path: Opti
         f"- machine: {m['cpu']}, {m['affinity'] or m['n_cpus']} usable CPUs; Python {m['python']}; "
         f"specgen {m['specgen_version']} (git {m.get('git_commit') or '?'})",
         f"- prompts: {m['n_prompts']} from sets {', '.join(m['prompt_sets'])}; max_tokens {m['max_tokens']}; "
-        f"repeats {m['repeats']}; warm-up {'on' if m['warmup'] else 'off'}; seed {m['seed']}",
+        f"{_repeats(m)}; warm-up {'on' if m['warmup'] else 'off'}; seed {m['seed']}",
         f"- started {m['started']}, took {m['elapsed_seconds']:.0f} s; peak RSS {m['peak_rss_mb']:.0f} MiB",
         "",
         "Runs are interleaved round-robin over configurations (per prompt and repeat) so drift in machine speed "

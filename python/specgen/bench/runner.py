@@ -163,6 +163,7 @@ def run(
     temperatures: Union[str, Sequence[float]] = (0.0,),
     max_tokens: int = 64,
     repeats: int = 1,
+    repeats_sampled: Optional[int] = None,
     warmup: bool = True,
     seed: int = 1234,
     n_ctx: int = 2048,
@@ -232,11 +233,14 @@ def run(
                         status[cell] = f"error: {type(e).__name__}: {e}"
         live = [c for c in cells if status[c] == "ok"]
 
+    n_sampled = repeats if repeats_sampled is None else repeats_sampled
     jobs = []
-    for r in range(repeats):
+    for r in range(max(repeats, n_sampled)):
+        # A sampled cell's repeats are new seeds; a greedy cell's only re-time the same text.
+        this_round = [c for c in live if r < (n_sampled if c.temperature > 0 else repeats)]
         for pi in range(len(prompt_rows)):
-            k = (r * len(prompt_rows) + pi) % max(len(live), 1)
-            for cell in live[k:] + live[:k]:
+            k = (r * len(prompt_rows) + pi) % max(len(this_round), 1)
+            for cell in this_round[k:] + this_round[:k]:
                 jobs.append((r, pi, cell))
     bar = Progress(len(jobs), progress)
     runs: List[Dict[str, Any]] = []
@@ -278,7 +282,7 @@ def run(
             "model_path": any_gen.model_path,
             "bytes_per_token": int(any_gen._g.bytes_per_token),
             "n_vocab": any_gen.n_vocab,
-            "max_tokens": max_tokens, "repeats": repeats, "warmup": warmup, "seed": seed, "n_ctx": n_ctx,
+            "max_tokens": max_tokens, "repeats": repeats, "repeats_sampled": n_sampled, "warmup": warmup, "seed": seed, "n_ctx": n_ctx,
             "configs": [c.name for c in cfgs], "draft_max": gammas, "threads": thread_list,
             "temperatures": temps,
             "prompt_sets": sorted({p["set"] for p in prompt_rows}),
