@@ -237,10 +237,23 @@ def test_copy_prompt_drafts_like_ngram_lookup(model_path, tmp_path, monkeypatch)
         ngram.close()
 
 
-def test_first_token_waits_for_no_drafter_forward(model_path, calibration, plain_tokens, monkeypatch):
+def _costs(tmp_path, monkeypatch, body_row_seconds):
+    """A named cost model (measured on the reference machine) with the self drafter's body row set:
+    1e-6 s makes every self-drafter round the best choice, 10 s none."""
+    path = tmp_path / f"costs-{body_row_seconds:g}.json"
+    path.write_text(json.dumps({"version": 1,
+                                "verify_seconds": [0.0127, 0.0136, 0.0145, 0.0165, 0.0193, 0.0210, 0.0281, 0.0281, 0.0299],
+                                "head_full_seconds": [0.0085, 0.0087, 0.0090, 0.0102, 0.0113, 0.0119, 0.0164, 0.0164, 0.0168],
+                                "body_row_seconds": body_row_seconds, "head_per_id_seconds": 2.3e-7,
+                                "head_subset_base_seconds": 0.0}))
+    monkeypatch.setenv("SPECGEN_CALIBRATION", str(path))
+
+
+def test_first_token_waits_for_no_drafter_forward(model_path, plain_tokens, tmp_path, monkeypatch):
     """The first round is n-gram lookup or plain (never g self-drafter forwards before the first token),
-    and NanoSpec's prompt top-k (the full head over the last prompt rows) runs after the first token is
-    published; a request alone still gets it, and the output stays plain decoding's."""
+    and NanoSpec's prompt top-k (the full head over the last prompt rows) runs only when a round first
+    drafts with S, after the first token; the output stays plain decoding's."""
+    _costs(tmp_path, monkeypatch, 1e-6)
     g = _auto(model_path, monkeypatch)
     try:
         gen, _ = g._start(PROMPTS[0], exclusive=True, max_tokens=N, temperature=0)
@@ -252,6 +265,35 @@ def test_first_token_waits_for_no_drafter_forward(model_path, calibration, plain
             gen.step()
         assert gen.stats()["nanospec_prefill_seconds"] > 0
         assert gen.tokens == plain_tokens[0]
+    finally:
+        g.close()
+
+
+def test_no_seeding_without_a_self_drafter_round(model_path, plain_tokens, tmp_path, monkeypatch):
+    """A request that never drafts with S never runs the head over its prompt rows."""
+    _costs(tmp_path, monkeypatch, 10.0)
+    g = _auto(model_path, monkeypatch)
+    try:
+        r = g.generate(PROMPTS[2], max_tokens=N, temperature=0)
+        assert r.stats["nanospec_prefill_seconds"] == 0 and r.stats["auto_method"] != 2
+        assert r.tokens == plain_tokens[2]
+    finally:
+        g.close()
+
+
+def test_kept_prompt_rows_seed_the_next_request(model_path, plain_tokens, tmp_path, monkeypatch):
+    """A request that ended before any self-drafter round leaves its prompt rows' hidden states in the
+    slot: the next request with the same prompt reuses every cached row (no prefill) and still seeds
+    S from them when it first drafts with it."""
+    _costs(tmp_path, monkeypatch, 1e-6)
+    g = _auto(model_path, monkeypatch)
+    try:
+        one = g.generate(PROMPTS[0], max_tokens=1, temperature=0)
+        assert one.stats["nanospec_prefill_seconds"] == 0
+        r = g.generate(PROMPTS[0], max_tokens=N, temperature=0)
+        assert r.stats["n_prompt_tokens_cached"] == r.stats["n_prompt_tokens"] - 1
+        assert r.stats["nanospec_prefill_seconds"] > 0
+        assert r.tokens == plain_tokens[0]
     finally:
         g.close()
 

@@ -124,6 +124,17 @@ void generation::admit(slot& s, int n_cached, int topk_k) {
         // The cached rows may extend past the top-k rows the previous request kept (its generated tokens).
         const size_t n = std::min({s.cached_topk.size(), size_t(n_cached) * topk_k_, topk_.size()});
         std::copy(s.cached_topk.begin(), s.cached_topk.begin() + n, topk_.begin());
+        // Cached rows whose top-k the last request never ran: their hidden states wait again, when
+        // they run up to the rows this prefill adds (the kept rows must stay contiguous).
+        const int row0 = int(s.cached_topk.size() / size_t(topk_k_));
+        const int from = std::max(row0, std::max(0, prompt_rows() - speculator::kPromptTopkRows));
+        const int to = std::min(n_cached, row0 + s.cached_seed_rows);
+        if (s.cached_seed_rows > 0 && from < to && to == n_cached) {
+            const size_t E = size_t(gen_->target().hp().n_embd);
+            seed_row0_ = from;
+            seed_hidden_.assign(s.cached_seed_hidden.begin() + size_t(from - row0) * E,
+                                s.cached_seed_hidden.begin() + size_t(to - row0) * E);
+        }
     }
     t_admit_ = now_seconds();
     if (!prefilling()) prefill_done_rows(0, nullptr, check_logits_);
@@ -158,8 +169,8 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
     if (m > 0 && topk_k_ > 0 && n_past_ + m > first) {
         const int r0 = std::max(0, first - n_past_);  // the chunk's first row that needs its top-k
         if (slot_->spec && slot_->spec->prompt_topk_optional()) {
-            // An optional top-k waits for the first token: keep the rows' hidden states
-            // (seed_deferred_topk). A prompt's chunks come in order, so the kept rows are contiguous.
+            // An optional top-k waits until the speculator asks for it: keep the rows' hidden states
+            // (seed_prompt_topk). A prompt's chunks come in order, so the kept rows are contiguous.
             const int E = gen_->target().hp().n_embd;
             if (seed_hidden_.empty()) seed_row0_ = n_past_ + r0;
             seed_hidden_.insert(seed_hidden_.end(), hidden + size_t(r0) * E, hidden + size_t(m) * E);
@@ -171,19 +182,18 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
     if (prefilling()) return;
     if (slot_->spec) {
         const bool give = topk_k_ > 0 && seed_hidden_.empty();  // else add_prompt_topk() brings it later
-        slot_->spec->begin(history_, {params_.sampling, params_.seed, method_},
-                           give ? topk_.data() + size_t(first) * topk_k_ : nullptr, give ? prompt_rows() - first : 0, stats_);
+        speculation_request request{params_.sampling, params_.seed, method_, {}};
+        // The step's scratch outlives the request's rounds (the scheduler's or this request's own).
+        if (!seed_hidden_.empty()) request.seed_prompt_topk = [this, &scratch] { seed_prompt_topk(scratch); };
+        slot_->spec->begin(history_, request, give ? topk_.data() + size_t(first) * topk_k_ : nullptr,
+                           give ? prompt_rows() - first : 0, stats_);
     }
     stats_.prefill_seconds = now_seconds() - t_admit_;
     if (params_.max_tokens == 0) finish(finish_reason::length);
 }
 
-void generation::seed_deferred_topk(bool run_head, std::vector<float>& scratch) {
-    if (!run_head) {
-        seed_hidden_.clear();
-        slot_->spec->add_prompt_topk(nullptr, 0, stats_);
-        return;
-    }
+void generation::seed_prompt_topk(std::vector<float>& scratch) {
+    if (seed_hidden_.empty()) return;
     topk_rows(seed_hidden_.data(), int(seed_hidden_.size() / size_t(gen_->target().hp().n_embd)), seed_row0_, scratch);
     seed_hidden_.clear();
     const int n_prompt_rows = int(topk_.size() / size_t(topk_k_));  // topk_ holds the prompt's rows only

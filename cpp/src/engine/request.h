@@ -80,10 +80,9 @@ private:
     int add_prefill(batch& b, int max_rows);         // the next chunk; returns its rows
     // After forward_batch: the chunk's rows are in the cache; `hidden` = the chunk's hidden rows.
     void prefill_done_rows(int m, const float* hidden, std::vector<float>& logits_scratch);
-    // The prompt top-k deferred past the first token (an optional one: speculator.h): true while it waits.
-    bool seeding_pending() const { return !seed_hidden_.empty() && !generated_.empty(); }
-    // run_head = false (the request now shares steps): S goes without it; the speculator is told.
-    void seed_deferred_topk(bool run_head, std::vector<float>& logits_scratch);
+    // The optional prompt top-k (speculator.h), once the speculator first drafts with S: the head over
+    // the kept rows, then add_prompt_topk(). Nothing when it ran already.
+    void seed_prompt_topk(std::vector<float>& logits_scratch);
     // The target's top-k ids of n consecutive prompt rows from row0 on, from their hidden states.
     void topk_rows(const float* hidden, int n, int row0, std::vector<float>& logits_scratch);
     void propose(int cap, int batch_size);  // cap: the batch policy's longest draft; batch_size: the step's sequences
@@ -119,7 +118,7 @@ private:
     int topk_k_ = 0;
     std::vector<int32_t> topk_;        // [prompt rows, k] the target's top-k ids for the speculator
     std::vector<float> seed_hidden_;   // [rows, n_embd] hidden states of the prompt rows whose top-k waits
-    int seed_row0_ = 0;                // for the first token (deferred seeding), from this row on
+    int seed_row0_ = 0;                // for the speculator (an optional top-k), from this row on
     std::vector<token_dist> p_;
     std::vector<int32_t> batch_;
     std::vector<float> check_logits_;

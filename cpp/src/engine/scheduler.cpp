@@ -123,12 +123,23 @@ void scheduler::release(generation* r) {
         if (s->spec) s->spec->end();  // joins SSD's drafter thread
         // The slot keeps the committed rows for the next request's prefix (rows past n_past are stale).
         s->cached.assign(r->history_.begin(), r->history_.begin() + std::min<size_t>(r->history_.size(), size_t(r->n_past_)));
-        if (r->topk_k_ > 0 && r->seed_hidden_.empty())
-            // topk_ holds the prompt's rows only (history_ has grown since): at most those, at most n_past.
-            s->cached_topk.assign(r->topk_.begin(),
-                                  r->topk_.begin() + std::min(r->topk_.size(), size_t(r->n_past_) * r->topk_k_));
-        else
-            s->cached_topk.clear();
+        s->cached_topk.clear();
+        s->cached_seed_hidden.clear();
+        s->cached_seed_rows = 0;
+        if (r->topk_k_ > 0) {
+            // topk_ holds the prompt's rows only (history_ has grown since): at most those, at most n_past,
+            // and only up to the rows whose top-k never ran; those keep their hidden states instead.
+            const int E = g_.target().hp().n_embd;
+            const int n_seed = int(r->seed_hidden_.size() / size_t(E));
+            const size_t rows = std::min(r->topk_.size() / size_t(r->topk_k_), size_t(r->n_past_));
+            const size_t with_topk = n_seed > 0 ? std::min(rows, size_t(r->seed_row0_)) : rows;
+            s->cached_topk.assign(r->topk_.begin(), r->topk_.begin() + with_topk * size_t(r->topk_k_));
+            if (n_seed > 0 && size_t(r->seed_row0_) <= rows) {
+                s->cached_seed_rows = int(std::min(size_t(n_seed), rows - with_topk));
+                s->cached_seed_hidden.swap(r->seed_hidden_);
+                s->cached_seed_hidden.resize(size_t(s->cached_seed_rows) * size_t(E));
+            }
+        }
         s->owner = nullptr;
         s->last_used = next_seq_no_++;
         r->slot_ = nullptr;
@@ -190,8 +201,9 @@ void scheduler::pick_slot(generation* r) {
             best_lcp = src_lcp;
         }
     }
-    // The cached rows are worth more than the top-k that would seed S: reuse them without it.
-    if (optional && k > 0 && best->cached_topk.size() < size_t(best_lcp) * size_t(k)) k = 0;
+    // The cached rows are worth more than the top-k that would seed S: reuse them without it. Rows
+    // whose hidden states the slot kept still seed it (admit).
+    if (optional && k > 0 && best->cached_topk.size() / size_t(k) + size_t(best->cached_seed_rows) < size_t(best_lcp)) k = 0;
     best->owner = r;
     r->admit(*best, best_lcp, k);
 }
@@ -238,31 +250,7 @@ void scheduler::loop() {
         }
         lock.lock();
         publish(act, err);
-        seed_deferred(lock);
     }
-}
-
-void scheduler::seed_deferred(std::unique_lock<std::mutex>& lock) {
-    std::vector<generation*> ready;
-    for (generation* r : active_)
-        if (r->seeding_pending() && !r->cancel_requested_ && r->engine_reason_ == finish_reason::none) ready.push_back(r);
-    if (ready.empty()) return;
-    // The first token is published: now the head over the prompt's last rows seeds S. Alone only: in
-    // a batch the rows would hold every other sequence's step (docs/ALGORITHMS.md section 8.2).
-    const bool alone = active_.size() == 1 && waiting_.empty();
-    lock.unlock();
-    {
-        std::lock_guard<std::mutex> step(step_mu_);
-        for (generation* r : ready) {
-            try {
-                r->seed_deferred_topk(alone, prefill_logits_);
-            } catch (...) {  // ends the request at the next publish, like a failed step
-                r->error_ = std::current_exception();
-                r->finish(finish_reason::cancelled);
-            }
-        }
-    }
-    lock.lock();
 }
 
 void scheduler::publish(const std::vector<generation*>& act, std::exception_ptr err) {

@@ -61,7 +61,6 @@ private:
     void pick_slot(generation* r);
     void run_step(const std::vector<generation*>& active);
     void publish(const std::vector<generation*>& active, std::exception_ptr err);  // mu_ held
-    void seed_deferred(std::unique_lock<std::mutex>& lock);  // mu_ held (released while the head runs)
     void release(generation* r);  // mu_ held
 
     generator& g_;

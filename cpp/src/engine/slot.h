@@ -21,6 +21,11 @@ struct slot {
     // speculator wants the prompt's top-k (NanoSpec), their top-k ids [cached_topk rows, k].
     std::vector<int32_t> cached;
     std::vector<int32_t> cached_topk;
+    // The rows after those (cached_seed_rows of them) whose top-k the last request never ran (an
+    // optional top-k its speculator never asked for): their hidden states [rows, n_embd], so the next
+    // request with this prefix can still seed S from them.
+    std::vector<float> cached_seed_hidden;
+    int cached_seed_rows = 0;
     generation* owner = nullptr;       // the request running in it, or null (free)
     int64_t last_used = 0;             // when its last request ended (free slots: least recently used first)
 };

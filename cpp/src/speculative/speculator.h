@@ -8,6 +8,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct speculation_request {
     sampling_params sampling;
     uint64_t seed = 0;
     verify_method method = verify_method::block;
+    // An optional prompt top-k that begin() went without (prompt_topk_optional): runs the head over
+    // the kept prompt rows now and hands S their top-k through add_prompt_topk(). Empty: none to run.
+    std::function<void()> seed_prompt_topk;
 };
 
 class speculator {
@@ -59,15 +63,16 @@ public:
     // true: the top-k only improves S, so the engine may leave it out (S then starts from the prompt
     // ids): for a request that joins a batch, where this speculator drafts without S (auto, see
     // set_batch_size), and for one whose reusable cached prefix has no top-k rows kept, where reusing
-    // the rows saves a whole prefill.
+    // the rows saves a whole prefill. Otherwise the engine keeps the rows' hidden states and the
+    // speculator runs the head over them when it first drafts with S (speculation_request::seed_prompt_topk).
     virtual bool prompt_topk_optional() const { return false; }
     // A request starts: prompt = its history (the last token pending); topk: [n_topk_rows, prompt_topk()]
     // ids, best first, of the last n_topk_rows (<= kPromptTopkRows) forwarded prompt rows. Sets stats.vocab_set_size.
     virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
                        int64_t n_topk_rows, generation_stats& stats) = 0;
-    // The prompt top-k begin() went without (optional top-k only): the engine runs the head over those
-    // rows once the first token is out, so the seeding of S does not delay it (docs/ALGORITHMS.md
-    // section 8.2); none (n_topk_rows 0) when the request shares steps by then. Same layout as begin()'s.
+    // The prompt top-k begin() went without (optional top-k only), from seed_prompt_topk(): the seeding
+    // of S waits until a round drafts with it, so it never delays the first token and a request that
+    // never drafts with S never pays for it (docs/ALGORITHMS.md section 8.2). Same layout as begin()'s.
     virtual void add_prompt_topk(const int32_t* /*topk*/, int64_t /*n_topk_rows*/, generation_stats& /*stats*/) {}
     // The proposal for the round after `history` (its last token pending): at most max_n tokens
     // (max_n >= 0: the room left in the context and the token budget), no more than the current

@@ -79,8 +79,7 @@ public:
         // (free) kept 1.0x. Alone it competes as usual.
         const int n_shadow = int(shadow_tokens_.size());
         // The first round is n-gram or plain: its tokens are the request's first, and a self-drafter
-        // round would hold them back by g body forwards (~60-100 ms here); S also gets the prompt's
-        // top-k only once that first token is out (add_prompt_topk).
+        // round would hold them back by g body forwards (~60-100 ms here) and S's seeding.
         const auto_round round{int(n_ids_), n_shadow, shadow_order_, room};
         auto_choice c = policy_.choose(round, batch_size_ < 2 && rounds_ > 0);
         if (force_every_ > 0) {
@@ -100,6 +99,14 @@ public:
         sum_pred_seconds_ += c.predicted_seconds;
         stats.auto_predicted_tokens_per_second = sum_pred_seconds_ > 0 ? sum_pred_tokens_ / sum_pred_seconds_ : 0;
         if (c.method == auto_method::none || c.gamma <= 0) return;
+        if (c.method == auto_method::self_nanospec && request_.seed_prompt_topk) {
+            // S's first round: the head over the prompt's last rows seeds it now (~34 ms here), not
+            // in the prefill or after the first token, so a request that never drafts with S never
+            // pays for it. The head is not this round's cost: the timing starts after it.
+            request_.seed_prompt_topk();
+            request_.seed_prompt_topk = nullptr;
+            t_round_ = clock_type::now();
+        }
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), gen, out, stats);
     }
 
