@@ -11,16 +11,13 @@
 
 #include "speculative/auto/policy.h"
 
+#include "check.h"
+
 using namespace specgen;
 
 namespace {
-int failures = 0;
-void check(bool ok, const std::string& what) {
-    if (!ok) {
-        std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-        ++failures;
-    }
-}
+using test_support::check;
+using test_support::failures;
 
 // Measured on the reference 2-core machine (tests/test_auto.py uses the same figures).
 cost_model reference_costs() {

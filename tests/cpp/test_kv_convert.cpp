@@ -14,16 +14,13 @@
 #include "backend/kv_convert.h"
 #include "quant/quant.h"
 
+#include "check.h"
+
 using namespace specgen;
 
 namespace {
-int failures = 0;
-void check(bool ok, const std::string& what) {
-    if (!ok) {
-        std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-        ++failures;
-    }
-}
+using test_support::check;
+using test_support::failures;
 
 std::vector<float> test_values(uint32_t seed, int n) {
     std::mt19937 rng(seed);

@@ -8,16 +8,13 @@
 
 #include "engine/logprobs.h"
 
+#include "check.h"
+
 using namespace specgen;
 
 namespace {
-int failures = 0;
-void check(bool ok, const std::string& what) {
-    if (!ok) {
-        std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-        ++failures;
-    }
-}
+using test_support::check;
+using test_support::failures;
 bool near(double a, double b) { return std::fabs(a - b) < 1e-5; }
 }  // namespace
 

@@ -19,16 +19,13 @@
 #include "engine/generator.h"
 #include "speculative/ssd/saguaro.h"
 
+#include "check.h"
+
 using namespace specgen;
 
 namespace {
-int failures = 0;
-void check(bool ok, const std::string& what) {
-    if (!ok) {
-        std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-        ++failures;
-    }
-}
+using test_support::check;
+using test_support::failures;
 
 std::vector<int32_t> run(generator& g, const std::vector<int32_t>& prompt, int n, float temperature, uint64_t seed,
                          generation_stats* stats = nullptr) {
