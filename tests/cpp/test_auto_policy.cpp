@@ -5,6 +5,10 @@
 //    hold to the end, and the other way round.
 //  - The later positions are counted across requests: a new request starts from what the last ones
 //    measured, not from the prior.
+//  - A request's own outcomes move those kept estimates: its later-position failures against what the
+//    kept rates expected, and its n-gram copies per match order.
+//  - After rounds faster than any choice now promises, a round without an n-gram proposal is plain,
+//    not a long self-drafter round.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -74,11 +78,65 @@ void test_later_positions_carry_over() {
     policy.begin(prompt(), 0.0f);
     check(policy.expected_tokens(auto_method::self_nanospec, 8) > 4.5, "a greedy request does not inherit the sampled counts");
 }
+void test_request_hazard() {
+    const cost_model costs = reference_costs();
+    auto_policy policy(costs, 8, true);
+    // Earlier requests: self rounds of 8 that held their first 3 tokens and lost the 4th.
+    policy.begin(prompt(), 0.0f);
+    for (int round = 0; round < 40; ++round) policy.observe(auto_method::self_nanospec, 8, 3, 0.05, 0.05);
+    // This request accepts everything it drafts.
+    policy.begin(prompt(), 0.0f);
+    for (int round = 0; round < 6; ++round) policy.observe(auto_method::self_nanospec, 8, 8, 0.05, 0.05);
+    const double easy = policy.expected_tokens(auto_method::self_nanospec, 8);
+    // The next request starts from the same kept counts (these 6 rounds included) without its own.
+    policy.begin(prompt(), 0.0f);
+    const double kept = policy.expected_tokens(auto_method::self_nanospec, 8);
+    check(easy > kept + 1.0, "a request accepting all of 8 predicts more than the kept rates alone: " + std::to_string(easy) +
+                                 " against " + std::to_string(kept));
+    // One early failure at position 2 must not stop the request from drafting past it again.
+    policy.begin(prompt(), 0.0f);
+    policy.observe(auto_method::self_nanospec, 8, 1, 0.05, 0.05);
+    const auto_round r{400, 0, 0, 64};
+    const auto_choice c = policy.predict(auto_method::self_nanospec, r);
+    check(c.gamma >= 3, "after one failure at position 2 the self drafter still drafts >= 3: " + std::to_string(c.gamma));
+}
+
+void test_ngram_order_per_request() {
+    const cost_model costs = reference_costs();
+    auto_policy policy(costs, 8, true);
+    // Earlier requests: copies after a 2-token suffix held.
+    policy.begin(prompt(), 0.0f);
+    for (int round = 0; round < 20; ++round) policy.observe_shadow_ngram(8, 8, 2);
+    policy.begin(prompt(), 0.0f);
+    const double before = policy.expected_tokens(auto_method::ngram, 8, 0.0, 2);
+    // This request's 2-token copies fail at their first token.
+    for (int round = 0; round < 4; ++round) policy.observe_shadow_ngram(8, 0, 2);
+    const double after = policy.expected_tokens(auto_method::ngram, 8, 0.0, 2);
+    check(after < 0.6 * before, "this request's failing 2-token copies lower their estimate: " + std::to_string(after) +
+                                    " against " + std::to_string(before));
+}
+
+void test_recent_rate_prefers_plain_inside_a_copy() {
+    const cost_model costs = reference_costs();
+    auto_policy policy(costs, 8, true);
+    policy.begin(prompt(), 0.0f);
+    const auto_round no_proposal{400, 0, 0, 64};
+    check(policy.choose(no_proposal).method == auto_method::self_nanospec, "a new request without a proposal drafts with S");
+    // Three copy rounds of 8 tokens in 22 ms each: ~360 tokens/s, more than a self round promises.
+    for (int round = 0; round < 3; ++round) policy.observe(auto_method::ngram, 7, 7, 0.022, 0.022);
+    const auto_choice c = policy.choose(no_proposal);
+    check(c.method == auto_method::none || c.gamma <= 2,
+          "inside a copy, a round without a proposal is plain or a short self round: method " +
+              std::string(auto_method_name(c.method)) + " g " + std::to_string(c.gamma));
+}
 }  // namespace
 
 int main(int, char**) {
     test_ngram_positions_by_match_order();
     test_later_positions_carry_over();
+    test_request_hazard();
+    test_ngram_order_per_request();
+    test_recent_rate_prefers_plain_inside_a_copy();
     if (failures) {
         std::fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

@@ -18,10 +18,12 @@ constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's pr
 // A position's acceptance given the one before it held (prior; measured ~0.97 at T=0 and T=1).
 constexpr double kContinuationPrior = 0.95;
 constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer get the pooled rate as their prior
+constexpr double kHazardWeight = 10;      // pseudo-positions a request's own later-position failures are shrunk with
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
 constexpr double kTimingWeight = 0.05;    // predicted seconds the global timing correction's prior (1) counts for
 constexpr double kMethodTimingWeight = 0.1;  // predicted seconds a method's correction's prior (the global one) counts for
 constexpr double kDecay = 0.98;  // per round: the estimates kept across requests (timing, n-gram order, later positions) follow ~50 rounds
+constexpr double kRecentDecay = 0.7;     // per round: a request's recent rate (choose()) follows ~3 rounds
 constexpr double kSwitchMargin = 1.03;    // hysteresis is applied by the caller through the current method
 }  // namespace
 
@@ -43,6 +45,7 @@ double prompt_self_overlap(const std::vector<int32_t>& prompt) {
 
 void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     t_ = {};
+    recent_tokens_ = recent_seconds_ = 0;
     regime_ = temperature > 0 ? 1 : 0;
     carried& kept = carried_[regime_];
     auto allocate = [&](later_positions& l) {
@@ -80,10 +83,13 @@ auto_policy::position_counts auto_policy::first_position(auto_method m, int ngra
         // 0.33-0.44 of the time at T=0 and 0.24 at T=1, after a 2-token one 0.8 / 0.4-0.55, after a
         // 4-token one 0.87-0.93 / 0.85-0.87. Shrunk towards the pooled rate alone (which the long runs
         // of 4-token copies raise), 1-token matches kept being drafted at T=1 on the edit prompts and
-        // rejected every time (0.73x the fixed n-gram configuration).
+        // rejected every time (0.73x the fixed n-gram configuration). This request's own rounds at the
+        // order are then shrunk towards that kept rate: on the kept rate alone, a code prompt drafted
+        // the same failing 2-token copy in three rounds where the self drafter accepted everything.
         const carried& c = carried_[regime_];
-        return {c.order_reached[size_t(order)], c.order_passed[size_t(order)], a * std::min(1.0, order / kFullOrder),
-                kPositionWeight};
+        const double kept = (c.order_passed[size_t(order)] + kPositionWeight * a * std::min(1.0, order / kFullOrder)) /
+                            (c.order_reached[size_t(order)] + kPositionWeight);
+        return {t.order_reached[size_t(order)], t.order_passed[size_t(order)], kept, kPositionWeight};
     }
     if (m == auto_method::self_nanospec)
         // Towards the prior (the rate of the requests so far) with its full weight: towards the pooled
@@ -102,6 +108,22 @@ auto& auto_policy::later(Carried& kept, auto_method m, int ngram_order) {
     return kept.later[size_t(m)];
 }
 
+double auto_policy::request_hazard(auto_method m, double z) const {
+    // The later positions' rates are kept across requests, but a request's difficulty is its own: a
+    // code prompt whose self rounds accepted every token was drafted at g = 5-6 on the kept rates where
+    // fixed NanoSpec accepted 8 of 8 each round (0.8x its speed). So the kept failure rate 1 - p_k is
+    // scaled by this request's failures over the failures the kept rates expected at the positions its
+    // rounds reached (observed over expected, so copies of every match order can be pooled), shrunk
+    // towards 1 with kHazardWeight pseudo-positions at the request's mean expected failure rate.
+    const tracker& t = t_[size_t(m)];
+    const double rate = t.later_reached > 0 ? t.later_expected_failures / t.later_reached : 1 - kContinuationPrior;
+    const double failed = t.later_failed + kHazardWeight * rate, expected = t.later_expected_failures + kHazardWeight * rate;
+    // Failures are counts: their standard error is about sqrt(failed). Without it a request whose first
+    // self round failed at position 2 (hazard 2.7) drafted g = 1 for its 20 remaining rounds: those reach
+    // no later position, so nothing lowered the hazard again.
+    return std::max(0.0, failed - z * std::sqrt(failed)) / expected;
+}
+
 double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_order) const {
     const later_positions& l = later(carried_[regime_], m, ngram_order);
     const std::vector<double>& reached = l.reached;
@@ -118,6 +140,7 @@ double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_or
     // request, each request's ~13 rounds left their counts small, and the optimism that picks g
     // (kExplore standard errors) drafted 8 at T=1 where the measured rates made 5 the best.
     g = std::min(g, int(reached.size()));
+    const double hazard = request_hazard(m, z);
     double e = 1, run = 1, p = 0;
     for (int k = 0; k < g; ++k) {
         const position_counts c = k == 0 ? first_position(m, ngram_order)
@@ -125,6 +148,7 @@ double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_or
                                                            std::max(p, kContinuationPrior), kPositionWeight};
         const double n = c.reached + c.weight;
         p = (c.passed + c.weight * c.prior) / n;
+        if (k > 0) p = std::clamp(1 - (1 - p) * hazard, 0.0, 1.0);
         run *= std::min(1.0, p + z * std::sqrt(p * (1.0 - p) / n));
         e += run;
     }
@@ -147,14 +171,14 @@ double auto_policy::time_scale(auto_method m) const {
     return (c.measured_s[size_t(m)] + kMethodTimingWeight * global) / (c.predicted_s[size_t(m)] + kMethodTimingWeight);
 }
 
-auto_choice auto_policy::predict(auto_method m, const auto_round& r) const {
+auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate) const {
     // The n-gram drafter's proposal is already known (its shadow): it drafts at most that many.
     const int room = std::min(draft_max_, r.max_g);
     const int g_max = m == auto_method::none ? 0 : m == auto_method::ngram ? std::min(room, r.ngram_tokens) : room;
     auto_choice best;
     if (g_max <= 0) {  // a plain round, also for a method that cannot draft now
         best.predicted_seconds = costs_.round_seconds(auto_method::none, 0, r.n_ids) * time_scale(auto_method::none);
-        best.score = best.tokens_per_second();
+        best.score = rate > 0 ? 1 - rate * best.predicted_seconds : best.tokens_per_second();
         return best;
     }
     best.method = m;
@@ -164,6 +188,7 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r) const {
     // first rounds is drafted again until it is measured: on the mean, one early rejection held the
     // self drafter at g = 1 for the rest of a T=1 request (0.8x NanoSpec's fixed gamma). Optimism in
     // the choice of method as well cost more in exploring rounds than it found (0.8x on code).
+    auto merit = [rate](double tokens, double seconds) { return rate > 0 ? tokens - rate * seconds : tokens / seconds; };
     double best_optimistic = 0, best_mean = 0;
     for (int g = 1; g <= g_max; ++g) {
         auto_choice c;
@@ -171,8 +196,9 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r) const {
         c.gamma = g;
         c.predicted_tokens = expected_tokens(m, g, 0.0, r.ngram_order);
         c.predicted_seconds = costs_.round_seconds(m, g, r.n_ids) * scale;
-        best_mean = std::max(best_mean, c.tokens_per_second());
-        const double optimistic = expected_tokens(m, g, kExplore, r.ngram_order) / c.predicted_seconds;
+        const double mean = merit(c.predicted_tokens, c.predicted_seconds);
+        if (g == 1 || mean > best_mean) best_mean = mean;
+        const double optimistic = merit(expected_tokens(m, g, kExplore, r.ngram_order), c.predicted_seconds);
         if (best.gamma == 0 || optimistic > best_optimistic) {
             best = c;
             best_optimistic = optimistic;
@@ -183,16 +209,36 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r) const {
 }
 
 auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
-    auto_choice best = predict(auto_method::none, r);
-    for (auto_method m : {auto_method::ngram, auto_method::self_nanospec}) {
-        if (m == auto_method::self_nanospec && (!have_self_ || !allow_self)) continue;
-        const auto_choice c = predict(m, r);
-        if (c.score > best.score * (best.method == auto_method::none ? kSwitchMargin : 1.0)) best = c;
-    }
-    return best;
+    // Each round takes the method and g with the best predicted rate E(g) / t(g): the best choice if
+    // the same round repeated for the rest of the request. When the request's recent rounds ran faster
+    // than any choice now promises (inside an n-gram copy that has no proposal for one round), a round
+    // is worth the tokens it yields beyond what the recent rate would have given in its time,
+    // E(g) - rate * t(g) (the renewal-reward criterion): a 50 ms self round of 9 tokens loses to a 13 ms
+    // plain round after which the copy resumes (paired runs over the 12 preset prompts: 1.05-1.07x at
+    // T=0, 1.05-1.10x at T=1 against the best rate alone). The recent rate decays within a few rounds,
+    // so text that stops copying goes back to the best rate.
+    auto best_of = [&](double rate) {
+        auto_choice best = predict(auto_method::none, r, rate);
+        const double plain = best.score;
+        for (auto_method m : {auto_method::ngram, auto_method::self_nanospec}) {
+            if (m == auto_method::self_nanospec && (!have_self_ || !allow_self)) continue;
+            const auto_choice c = predict(m, r, rate);
+            // A drafting method must beat plain decoding by kSwitchMargin.
+            const bool over_plain = rate > 0 ? c.score > plain + (kSwitchMargin - 1) : c.score > plain * kSwitchMargin;
+            if (over_plain && (best.method == auto_method::none || c.score > best.score)) best = c;
+        }
+        return best;
+    };
+    const auto_choice best = best_of(0);
+    const double recent = recent_seconds_ > 0 ? recent_tokens_ / recent_seconds_ : 0;
+    return recent > best.score ? best_of(recent) : best;
 }
 
 void auto_policy::observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds) {
+    if (seconds > 0) {
+        recent_tokens_ = kRecentDecay * recent_tokens_ + (n_accepted + 1);
+        recent_seconds_ = kRecentDecay * recent_seconds_ + seconds;
+    }
     // The n-gram drafter is scored by its shadow every round.
     if (gamma > 0 && m != auto_method::ngram) count_round(m, gamma, n_accepted);
     if (gamma > 0 && m == auto_method::self_nanospec) {
@@ -235,8 +281,19 @@ void auto_policy::count_round(auto_method m, int gamma, int n_accepted, int ngra
     const int reached = std::min(gamma, n_accepted + 1);
     t.first_reached += 1;
     t.first_passed += n_accepted > 0 ? 1 : 0;
-    // The later positions are counted across requests, decayed per round of the method.
+    if (m == auto_method::ngram) {
+        const size_t o = size_t(std::clamp(ngram_order, 0, kMaxOrder));
+        t.order_reached[o] += 1;
+        t.order_passed[o] += n_accepted > 0 ? 1 : 0;
+    }
+    // The later positions are counted across requests, decayed per round of the method; this request's
+    // own are compared with what those counts expected before this round.
     later_positions& l = later(carried_[regime_], m, ngram_order);
+    for (int k = 1; k < reached && size_t(k) < l.reached.size(); ++k) {
+        t.later_reached += 1;
+        t.later_failed += k < n_accepted ? 0 : 1;
+        t.later_expected_failures += 1 - (l.passed[size_t(k)] + kPositionWeight * kContinuationPrior) / (l.reached[size_t(k)] + kPositionWeight);
+    }
     for (size_t k = 1; k < l.reached.size(); ++k) {
         l.reached[k] *= kDecay;
         l.passed[k] *= kDecay;

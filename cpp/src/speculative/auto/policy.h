@@ -23,7 +23,7 @@ struct auto_choice {
     int gamma = 0;
     double predicted_tokens = 1;   // E[tokens per round]
     double predicted_seconds = 0;  // the round's predicted time (timing-corrected)
-    double score = 0;              // the method's best mean tokens per second: what choose() compares
+    double score = 0;              // what choose() compares: the method's best mean tokens per second (or gain, predict())
     double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
 };
 
@@ -44,8 +44,10 @@ public:
     // The best method and gamma for the next round. allow_self = false: none or n-gram only (a
     // batched step, auto_speculator.h).
     auto_choice choose(const auto_round& r, bool allow_self = true) const;
-    // The prediction for one method (used by choose() and the forced switches).
-    auto_choice predict(auto_method m, const auto_round& r) const;
+    // The prediction for one method (used by choose() and the forced switches). rate = 0: the method's
+    // score is its best mean rate max_g E(g) / t(g); rate > 0: its best mean gain max_g E(g) - rate t(g),
+    // the tokens a round yields beyond what `rate` would have given in its time.
+    auto_choice predict(auto_method m, const auto_round& r, double rate = 0) const;
     // A round of `m` drafted `gamma` tokens, accepted n_accepted and took `seconds` (propose to verdict);
     // predicted_seconds: what the cost model said it would take.
     void observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds);
@@ -61,10 +63,16 @@ public:
     double expected_tokens(auto_method m, int g, double z = 0.0, int ngram_order = 0) const;
 
 private:
+    static constexpr int kMaxOrder = 8;
     struct tracker {
         double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
         double prior = 0, prior_weight = 0;  // pseudo-counts
         double first_reached = 0, first_passed = 0;  // the first draft position: rounds that drafted it / accepted it
+        // An n-gram proposal's first position per match order (index: order, clamped), this request's rounds.
+        std::array<double, kMaxOrder + 1> order_reached{}, order_passed{};
+        // The later draft positions (k >= 2) of this request's rounds: how many were reached, how many of
+        // those failed, and how many failures the kept rates expected there.
+        double later_reached = 0, later_failed = 0, later_expected_failures = 0;
     };
     // Draft position k's conditional rate before shrinkage: p_k = (passed + weight * prior) / (reached + weight).
     struct position_counts {
@@ -79,17 +87,23 @@ private:
     int draft_max_;
     bool have_self_;
     std::array<tracker, kAutoMethods> t_{};  // per request (begin() resets them)
+    // This request's tokens and seconds over its last rounds (decayed per round): its recent rate.
+    double recent_tokens_ = 0, recent_seconds_ = 0;
     // What outlives a request (begin() keeps it): the machine's state and the model's habits, summed
     // over the rounds of every request so far with a decay per round; one copy for greedy and one for
     // sampled requests (sampling's logits processing costs time per verified row, and a sampled
     // continuation matches an n-gram copy less often).
-    static constexpr int kMaxOrder = 8;
     struct later_positions {
         std::vector<double> reached, passed;
     };
     // Where the later positions of `m`'s rounds are counted (an n-gram proposal's by its match order).
     template <class Carried>
     static auto& later(Carried& kept, auto_method m, int ngram_order);
+    // How much more (> 1) or less often than the kept rates expected this request's rounds of `m` have
+    // failed at a later position: the factor on 1 - p_k there.
+    // z > 0: taken z standard errors down (the optimistic estimate), so a request that failed early at
+    // a later position drafts past it again and is measured there.
+    double request_hazard(auto_method m, double z) const;
     struct carried {
         // The timing correction: per method, round seconds measured and predicted.
         std::array<double, kAutoMethods> measured_s{}, predicted_s{};
