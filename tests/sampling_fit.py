@@ -69,3 +69,17 @@ def target_distribution(oracle, ids, top_k, top_p):
     sp.temperature, sp.top_k, sp.top_p, sp.min_p = 1.0, top_k, top_p, 0.0
     out_ids, probs = _core.process_logits(oracle.logits(ids)[-1], sp, np.array(ids, dtype=np.int32))
     return list(out_ids), list(probs)
+
+
+def joint_two_tokens(oracle, prompt, top_k):
+    """Exact (ids, probs) of the first two processed tokens at temperature 1, pairs encoded a * V + b."""
+    ids = oracle.tokenize(prompt)
+    firsts, p_first = target_distribution(oracle, ids, top_k, 1.0)
+    V = oracle.n_vocab
+    out_ids, out_p = [], []
+    for f, pf in zip(firsts, p_first):
+        seconds, p_second = target_distribution(oracle, ids + [int(f)], top_k, 1.0)
+        for s, ps in zip(seconds, p_second):
+            out_ids.append(int(f) * V + int(s))
+            out_p.append(float(pf) * float(ps))
+    return out_ids, out_p

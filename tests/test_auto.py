@@ -18,7 +18,7 @@ import pytest
 
 import specgen
 from specgen import _core
-from sampling_fit import goodness_of_fit, target_distribution
+from sampling_fit import goodness_of_fit, joint_two_tokens
 
 PROMPTS = [
     "The history of the printing press begins",
@@ -95,20 +95,6 @@ def test_forced_switches_every_round_with_token_verification(model_path, calibra
 
 # ---------------------------------------------------------------------------------------------------
 # 2. sampling with forced switches
-def _joint_two_tokens(oracle, prompt, top_k):
-    """Exact (ids, probs) of the first two processed tokens at temperature 1, pairs encoded a * V + b."""
-    ids = oracle.tokenize(prompt)
-    firsts, p_first = target_distribution(oracle, ids, top_k, 1.0)
-    V = oracle.n_vocab
-    out_ids, out_p = [], []
-    for f, pf in zip(firsts, p_first):
-        seconds, p_second = target_distribution(oracle, ids + [int(f)], top_k, 1.0)
-        for s, ps in zip(seconds, p_second):
-            out_ids.append(int(f) * V + int(s))
-            out_p.append(float(pf) * float(ps))
-    return out_ids, out_p
-
-
 def test_sampling_with_forced_switches_matches_target(model_path, calibration, gen, monkeypatch):
     prompt = "My favourite colour is"
     top_k = 6
@@ -123,7 +109,7 @@ def test_sampling_with_forced_switches_matches_target(model_path, calibration, g
     finally:
         g.close()
     assert switched > 50  # the second token came from a round after a switch this often
-    ids, probs = _joint_two_tokens(gen, prompt, top_k)
+    ids, probs = joint_two_tokens(gen, prompt, top_k)
     assert abs(sum(probs) - 1.0) < 1e-4
     assert goodness_of_fit(samples, ids, probs) > 1e-3
 
@@ -212,14 +198,15 @@ COPY_PROMPT = ("Copy the following paragraph exactly.\n\nParagraph: The committe
                "the spring.\n\nCopy: The committee met on Tuesday")
 
 
-def _costs(tmp_path, monkeypatch, body_row_seconds):
+def _costs(tmp_path, monkeypatch, body_row_seconds, head_full=None):
     """A named cost model (measured on the reference 2-core machine: rows past 4 cost more than the first
     ones) with the self drafter's body row set: 1e-6 s makes every self-drafter round the best choice,
-    10 s none."""
-    path = tmp_path / f"costs-{body_row_seconds:g}.json"
+    10 s none. head_full: the full head's seconds over 1..9 rows instead of the measured ones."""
+    head_full = head_full or [0.0085, 0.0087, 0.0090, 0.0102, 0.0113, 0.0119, 0.0164, 0.0164, 0.0168]
+    path = tmp_path / f"costs-{body_row_seconds:g}-{head_full[-1]:g}.json"
     path.write_text(json.dumps({"version": 1,
                                 "verify_seconds": [0.0127, 0.0136, 0.0145, 0.0165, 0.0193, 0.0210, 0.0281, 0.0281, 0.0299],
-                                "head_full_seconds": [0.0085, 0.0087, 0.0090, 0.0102, 0.0113, 0.0119, 0.0164, 0.0164, 0.0168],
+                                "head_full_seconds": head_full,
                                 "body_row_seconds": body_row_seconds, "head_per_id_seconds": 2.3e-7,
                                 "head_subset_base_seconds": 0.0}))
     monkeypatch.setenv("SPECGEN_CALIBRATION", str(path))
@@ -274,6 +261,29 @@ def test_no_seeding_without_a_self_drafter_round(model_path, plain_tokens, tmp_p
         assert r.tokens == plain_tokens[2]
     finally:
         g.close()
+
+
+def test_seeding_waits_for_a_request_that_repays_it(model_path, plain_tokens, tmp_path, monkeypatch):
+    """S is seeded (the full head over the last prompt rows) only when the self drafter's predicted
+    saving per token, over the tokens the request may still generate, exceeds the head's cost over
+    those rows. With the head's cost past 8 rows at 5 s a row the self drafter drafts unseeded (its S
+    grows from the verified rows); with the measured head it seeds. The output is plain decoding's."""
+    for head_9, seeds in ((5.0, False), (None, True)):
+        _costs(tmp_path, monkeypatch, 1e-6, head_full=[0.0085] * 8 + [head_9] if head_9 else None)
+        g = _auto(model_path, monkeypatch)
+        try:
+            gen, _ = g._start(PROMPTS[1], exclusive=True, max_tokens=N, temperature=0)
+            methods = set()
+            while not gen.done:
+                gen.step()
+                methods.add(gen.stats()["auto_method"])
+            stats = gen.stats()
+            assert stats["n_prompt_tokens"] > 9  # the seeding would run the head over more than 8 rows
+            assert 2 in methods, methods  # self-drafter rounds ran
+            assert (stats["nanospec_prefill_seconds"] > 0) == seeds, (head_9, stats["nanospec_prefill_seconds"])
+            assert gen.tokens == plain_tokens[1]
+        finally:
+            g.close()
 
 
 def test_kept_prompt_rows_seed_the_next_request(model_path, plain_tokens, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import specgen
 import specgen.verify as sv
 from specgen import _core
 
-from sampling_fit import first_tokens_fit
+from sampling_fit import first_tokens_fit, goodness_of_fit, joint_two_tokens
 
 PROMPT = "The history of the printing press begins"
 N_TOKENS = 24
@@ -220,11 +220,55 @@ def test_hidden_reuse_is_bit_identical_when_sampling(model_path):
 
 def test_sampling_matches_target_distribution(model_path, gen):
     """First generated token at temperature 1 (top_k 40) follows the exact AR distribution although
-    q_S is zero outside S."""
+    q_S is zero outside S. draft_p_min 0: every round drafts (its automatic value would often stop
+    before this prompt's uncertain first token)."""
     prompt = "My favourite colour is"
-    g = specgen.Generator(model_path, n_threads=1, n_ctx=128, draft="self", nanospec=True, draft_max=1)
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=128, draft="self", nanospec=True, draft_max=1,
+                          draft_p_min=0)
     try:
         p_first, _, _ = first_tokens_fit(g, gen, prompt, 300, top_k=40, top_p=1.0)
     finally:
         g.close()
     assert p_first > 1e-3
+
+
+def test_draft_p_min_is_automatic_with_nanospec(model_path):
+    """draft_p_min defaults to -1: 0.5 with a NanoSpec head (its measured best), off for other heads.
+    At temperature 1 the NanoSpec drafter then stops before uncertain positions and drafts fewer tokens
+    than with draft_p_min 0; the full-head self drafter drafts as many as with 0."""
+    assert _core.GeneratorParams().draft_p_min == -1.0
+    drafted = {}
+    for name, kw in (("ns", dict(nanospec=True)), ("ns_off", dict(nanospec=True, draft_p_min=0)),
+                     ("full", dict()), ("full_off", dict(draft_p_min=0))):
+        g = specgen.Generator(model_path, n_threads=1, n_ctx=256, draft="self", draft_max=4, **kw)
+        try:
+            drafted[name] = sum(g.generate(PROMPT, max_tokens=24, temperature=1.0, seed=s).stats["n_drafted"]
+                                for s in range(3))
+        finally:
+            g.close()
+    assert 0 < drafted["ns"] < drafted["ns_off"], drafted
+    assert drafted["full"] == drafted["full_off"], drafted
+    with pytest.raises(specgen.errors.InvalidParameterError, match="draft_p_min"):
+        specgen.Generator(model_path, n_ctx=64, draft="self", nanospec=True, draft_p_min=-0.5)
+
+
+def test_sampling_with_draft_stops_matches_target(model_path, gen):
+    """Block verification of drafts whose length the drafter chose from its own tokens (the automatic
+    draft_p_min stops before an uncertain position) keeps the target's joint of the first two tokens
+    (chi-square). On this prompt the first position is near certain and the second's certainty
+    depends on the first token drawn, so some first rounds draft two tokens and others stop after one."""
+    prompt = "1, 2, 3, 4,"
+    top_k = 6
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=128, draft="self", nanospec=True, draft_max=2)
+    samples, lengths = [], set()
+    try:
+        for seed in range(400):
+            r = g.generate(prompt, max_tokens=3, temperature=1.0, top_k=top_k, top_p=1.0, min_p=0.0, seed=seed)
+            assert len(r.tokens) == 3
+            samples.append(r.tokens[0] * gen.n_vocab + r.tokens[1])
+            lengths.add(r.stats["n_drafted"])
+    finally:
+        g.close()
+    assert len(lengths) >= 2 and max(lengths) >= 2, lengths
+    ids, probs = joint_two_tokens(gen, prompt, top_k)
+    assert goodness_of_fit(samples, ids, probs) > 1e-3

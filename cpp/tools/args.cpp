@@ -70,7 +70,8 @@ speculative decoding (lossless: greedy output is identical to plain decoding):
        --draft self|ngram     draft with the target's own first layers, or by prompt lookup
        --draft-max N          most tokens drafted per round (default: 8)
        --draft-min N          fewest drafted tokens worth verifying (default: 0)
-       --draft-p-min P        stop drafting below this drafter probability (default: 0.0)
+       --draft-p-min P        stop drafting below this drafter probability; -1: 0.5 with NanoSpec,
+                              else 0 (default: -1)
        --self-layers L        --draft self: layers run before exiting, 0 = all (default: 0)
        --ngram-max N          --draft ngram: longest suffix matched (default: 4)
        --ngram-min N          --draft ngram: shortest suffix matched (default: 1)

@@ -179,7 +179,7 @@ class Generator:
         verify: str = "block",
         draft_max: int = 8,
         draft_min: int = 0,
-        draft_p_min: float = 0.0,
+        draft_p_min: Optional[float] = None,
         draft_adaptive: bool = True,
         self_layers: int = 0,
         ngram_max: int = 4,
@@ -224,8 +224,10 @@ class Generator:
         # None and 0 both mean automatic threads.
         p.n_threads = 0 if n_threads is None else _param("n_threads", n_threads)
         p.n_threads_draft = 0 if n_threads_draft is None else _param("n_threads_draft", n_threads_draft)
+        # None and -1 both mean the measured best for the drafter's head (0.5 with NanoSpec, else off).
+        p.draft_p_min = -1.0 if draft_p_min is None else _param("draft_p_min", draft_p_min)
         for name, value in (("n_ctx", n_ctx), ("draft_max", draft_max), ("draft_min", draft_min),
-                            ("draft_p_min", draft_p_min), ("draft_adaptive", draft_adaptive),
+                            ("draft_adaptive", draft_adaptive),
                             ("self_layers", self_layers), ("ngram_max", ngram_max), ("ngram_min", ngram_min),
                             ("nanospec", nanospec), ("nanospec_capacity", nanospec_capacity),
                             ("nanospec_topk", nanospec_topk), ("frspec", frspec),

@@ -9,6 +9,8 @@
 //    kept rates expected, and its n-gram copies per match order.
 //  - After rounds faster than any choice now promises, a round without an n-gram proposal is plain,
 //    not a long self-drafter round.
+//  - A self-drafter round that stopped before drafting (draft_p_min) is no rejection: the acceptance
+//    stays, the predicted round shrinks towards a plain one and yields fewer tokens.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -64,7 +66,7 @@ void test_later_positions_carry_over() {
     policy.begin(prompt(), 1.0f);
     const double fresh = policy.expected_tokens(auto_method::self_nanospec, 8);
     // A request whose self-drafter rounds keep the first two tokens and lose the third.
-    for (int round = 0; round < 20; ++round) policy.observe(auto_method::self_nanospec, 8, 2, 0.05, 0.05);
+    for (int round = 0; round < 20; ++round) policy.observe(auto_method::self_nanospec, 8, 8, 2, 0.05, 0.05);
     const double measured = policy.expected_tokens(auto_method::self_nanospec, 8);
     policy.begin(prompt(), 1.0f);  // the next request
     const double next = policy.expected_tokens(auto_method::self_nanospec, 8);
@@ -83,10 +85,10 @@ void test_request_hazard() {
     auto_policy policy(costs, 8, true);
     // Earlier requests: self rounds of 8 that held their first 3 tokens and lost the 4th.
     policy.begin(prompt(), 0.0f);
-    for (int round = 0; round < 40; ++round) policy.observe(auto_method::self_nanospec, 8, 3, 0.05, 0.05);
+    for (int round = 0; round < 40; ++round) policy.observe(auto_method::self_nanospec, 8, 8, 3, 0.05, 0.05);
     // This request accepts everything it drafts.
     policy.begin(prompt(), 0.0f);
-    for (int round = 0; round < 6; ++round) policy.observe(auto_method::self_nanospec, 8, 8, 0.05, 0.05);
+    for (int round = 0; round < 6; ++round) policy.observe(auto_method::self_nanospec, 8, 8, 8, 0.05, 0.05);
     const double easy = policy.expected_tokens(auto_method::self_nanospec, 8);
     // The next request starts from the same kept counts (these 6 rounds included) without its own.
     policy.begin(prompt(), 0.0f);
@@ -95,7 +97,7 @@ void test_request_hazard() {
                                  " against " + std::to_string(kept));
     // One early failure at position 2 must not stop the request from drafting past it again.
     policy.begin(prompt(), 0.0f);
-    policy.observe(auto_method::self_nanospec, 8, 1, 0.05, 0.05);
+    policy.observe(auto_method::self_nanospec, 8, 8, 1, 0.05, 0.05);
     const auto_round r{400, 0, 0, 64};
     const auto_choice c = policy.predict(auto_method::self_nanospec, r);
     check(c.gamma >= 3, "after one failure at position 2 the self drafter still drafts >= 3: " + std::to_string(c.gamma));
@@ -123,7 +125,7 @@ void test_recent_rate_prefers_plain_inside_a_copy() {
     const auto_round no_proposal{400, 0, 0, 64};
     check(policy.choose(no_proposal).method == auto_method::self_nanospec, "a new request without a proposal drafts with S");
     // Three copy rounds of 8 tokens in 22 ms each: ~360 tokens/s, more than a self round promises.
-    for (int round = 0; round < 3; ++round) policy.observe(auto_method::ngram, 7, 7, 0.022, 0.022);
+    for (int round = 0; round < 3; ++round) policy.observe(auto_method::ngram, 7, 7, 7, 0.022, 0.022);
     const auto_choice c = policy.choose(no_proposal);
     check(c.method == auto_method::none || c.gamma <= 2,
           "inside a copy, a round without a proposal is plain or a short self round: method " +
@@ -131,12 +133,33 @@ void test_recent_rate_prefers_plain_inside_a_copy() {
 }
 }  // namespace
 
+void test_draft_stops_are_not_rejections() {
+    const cost_model costs = reference_costs();
+    auto_policy policy(costs, 8, true);
+    policy.begin(prompt(), 1.0f);
+    const double a = policy.acceptance(auto_method::self_nanospec);
+    const double tokens = policy.expected_tokens(auto_method::self_nanospec, 8);
+    const double seconds = policy.expected_seconds(auto_method::self_nanospec, 8, 0);
+    // Rounds chosen at 8 whose drafter stopped before its first token (a plain round's time).
+    for (int round = 0; round < 20; ++round) policy.observe(auto_method::self_nanospec, 8, 0, 0, 0.0127, 0.0127);
+    check(policy.acceptance(auto_method::self_nanospec) == a, "a stop before drafting is not a rejection");
+    check(policy.draft_continuation(auto_method::self_nanospec, 0) < 0.15,
+          "20 stops at the first position: " + std::to_string(policy.draft_continuation(auto_method::self_nanospec, 0)));
+    const double stopped = policy.expected_seconds(auto_method::self_nanospec, 8, 0);
+    check(stopped < 1.5 * costs.round_seconds(auto_method::none, 0, 0) && stopped < 0.5 * seconds,
+          "a round that stops at once is predicted near a plain round: " + std::to_string(stopped) + " s against " +
+              std::to_string(seconds) + " s before the stops");
+    check(policy.expected_tokens(auto_method::self_nanospec, 8) < 0.5 * (tokens + 1),
+          "stops yield no tokens: " + std::to_string(policy.expected_tokens(auto_method::self_nanospec, 8)));
+}
+
 int main(int, char**) {
     test_ngram_positions_by_match_order();
     test_later_positions_carry_over();
     test_request_hazard();
     test_ngram_order_per_request();
     test_recent_rate_prefers_plain_inside_a_copy();
+    test_draft_stops_are_not_rejections();
     if (failures) {
         std::fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

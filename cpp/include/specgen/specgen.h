@@ -121,13 +121,14 @@ typedef struct specgen_generator_params {
     specgen_verify verify;         /* default SPECGEN_VERIFY_BLOCK */
     int32_t draft_max;             /* gamma, the most tokens drafted per round, [1, 64]; default 8 */
     int32_t draft_min;             /* rounds drafting fewer fall back to plain decoding, [0, draft_max] */
-    float draft_p_min;             /* stop drafting below this drafter top probability, [0, 1] */
+    float draft_p_min;             /* stop drafting below this drafter top probability, [0, 1];
+                                      -1 (default): automatic, 0.5 with NanoSpec, else 0 (off) */
     int32_t self_layers;           /* self drafter: layers run before exiting; 0: all */
     int32_t ngram_max;             /* n-gram drafter: longest suffix matched, [ngram_min, 64]; default 4 */
     int32_t ngram_min;             /* shortest suffix matched, >= 1; default 1 */
     bool nanospec;                 /* draft head over the in-context vocabulary (NanoSpec) */
     int32_t nanospec_capacity;     /* NanoSpec vocabulary capacity, [16, 1048576]; default 3072 */
-    int32_t nanospec_topk;         /* target top-k ids added to it per row, [1, 64]; default 3 */
+    int32_t nanospec_topk;         /* target top-k ids added to it per row, [1, 64]; default 16 */
     int32_t frspec;                /* FR-Spec baseline: draft head over the N most frequent tokens; 0 off */
     const char * frspec_path;      /* the FR-Spec frequency table (required when frspec > 0); copied */
     bool ssd;                      /* Saguaro: draft concurrently with verification (needs SELF or MODEL; nanospec/frspec apply) */

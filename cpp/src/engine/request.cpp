@@ -185,6 +185,8 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
         speculation_request request{params_.sampling, params_.seed, method_, {}};
         // The step's scratch outlives the request's rounds (the scheduler's or this request's own).
         if (!seed_hidden_.empty()) request.seed_prompt_topk = [this, &scratch] { seed_prompt_topk(scratch); };
+        request.n_seed_rows = int(seed_hidden_.size() / size_t(gen_->target().hp().n_embd));
+        request.max_tokens = params_.max_tokens;
         slot_->spec->begin(history_, request, give ? topk_.data() + size_t(first) * topk_k_ : nullptr,
                            give ? prompt_rows() - first : 0, stats_);
     }

@@ -25,7 +25,7 @@ class sequential_speculator final : public speculator {
 public:
     sequential_speculator(const generator_params& params, const model& target, const tokenizer& tok,
                           kv_cache& target_cache, backend& be, int seq)
-        : p_min_(params.draft_p_min), length_(params) {
+        : p_min_(params.effective_draft_p_min()), length_(params) {
         if (params.draft == "ngram") {
             if (params.nanospec || params.frspec > 0)
                 throw invalid_argument_error("nanospec/frspec choose a draft LM head: they need draft = \"self\" or a draft model, not \"ngram\"");

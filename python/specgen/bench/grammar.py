@@ -48,7 +48,7 @@ class Config:
     ssd_fanout: int = 4
     ssd_backup: str = "neural"
     reuse_draft_hidden: bool = True
-    draft_p_min: float = 0.0
+    draft_p_min: float = -1.0  # automatic: the engine default (0.5 with NanoSpec, else off)
     gamma: Optional[int] = None  # fixed by a gN option; else from --draft-max
 
     @property

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(plain decoding), the target's first layers, or prompt lookup")
     g.add_argument("--draft-max", type=int, default=8)
     g.add_argument("--draft-min", type=int, default=0)
-    g.add_argument("--draft-p-min", type=float, default=0.0)
+    g.add_argument("--draft-p-min", type=float, default=-1.0)
     g.add_argument("--self-layers", type=int, default=0)
     g.add_argument("--ngram-max", type=int, default=4)
     g.add_argument("--ngram-min", type=int, default=1)

@@ -41,4 +41,11 @@ double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
     }
 }
 
+double cost_model::stopped_round_seconds(int g, int n_ids) const {
+    // g + 1 body rows and heads over S (the last one found the stop), all handed over: the target runs
+    // the full head over g + 1 rows. With g = 0 that is a plain round whose body row the drafter ran.
+    g = std::max(g, 0);
+    return (g + 1) * (body_row + subset_head_seconds(n_ids)) + head_seconds(g + 1);
+}
+
 }  // namespace specgen

@@ -29,6 +29,9 @@ struct cost_model {
 
     // One round of `m` drafting g tokens (g = 0: a plain round), |S| = n_ids: draft + verify seconds.
     double round_seconds(auto_method m, int g, int n_ids) const;
+    // A self-drafter round that stopped after g drafted tokens (its top probability below draft_p_min):
+    // its last body row and head over S ran for the position it did not draft.
+    double stopped_round_seconds(int g, int n_ids) const;
 };
 
 }  // namespace specgen

@@ -54,6 +54,7 @@ void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     };
     for (later_positions& l : kept.later) allocate(l);
     for (later_positions& l : kept.ngram_later) allocate(l);
+    allocate(kept.self_drafting);
     tracker& ng = t_[size_t(auto_method::ngram)];
     ng.prior = std::min(0.95, prompt_self_overlap(prompt));
     ng.prior_weight = kPriorWeight;
@@ -149,10 +150,33 @@ double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_or
         const double n = c.reached + c.weight;
         p = (c.passed + c.weight * c.prior) / n;
         if (k > 0) p = std::clamp(1 - (1 - p) * hazard, 0.0, 1.0);
-        run *= std::min(1.0, p + z * std::sqrt(p * (1.0 - p) / n));
+        // A position yields a token when it is drafted (the drafter may stop before it) and accepted.
+        run *= draft_continuation(m, k) * std::min(1.0, p + z * std::sqrt(p * (1.0 - p) / n));
         e += run;
     }
     return e;
+}
+
+double auto_policy::draft_continuation(auto_method m, int k) const {
+    // Only the self drafter stops early (below draft_p_min over S); prior 1: no stop until one is seen.
+    const later_positions& d = carried_[regime_].self_drafting;
+    if (m != auto_method::self_nanospec || k >= int(d.reached.size())) return 1;
+    return (d.passed[size_t(k)] + kPositionWeight) / (d.reached[size_t(k)] + kPositionWeight);
+}
+
+double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
+    if (m != auto_method::self_nanospec || g <= 0) return costs_.round_seconds(m, g, n_ids);
+    // The drafter stops before position k + 1 when its top probability there is below draft_p_min;
+    // it goes on with rate c_k (prior 1: no stop until one is seen). The round's time is the mean over
+    // where it stops: a stop after j tokens verifies j + 1 rows, and its last row and head over S ran
+    // for nothing but the stop.
+    double seconds = 0, reach = 1;  // reach: the chance the drafter drafts j tokens or more
+    for (int j = 0; j < g; ++j) {
+        const double c = draft_continuation(m, j);
+        seconds += reach * (1 - c) * costs_.stopped_round_seconds(j, n_ids);
+        reach *= c;
+    }
+    return seconds + reach * costs_.round_seconds(m, g, n_ids);
 }
 
 double auto_policy::time_scale(auto_method m) const {
@@ -195,7 +219,7 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
         c.method = m;
         c.gamma = g;
         c.predicted_tokens = expected_tokens(m, g, 0.0, r.ngram_order);
-        c.predicted_seconds = costs_.round_seconds(m, g, r.n_ids) * scale;
+        c.predicted_seconds = expected_seconds(m, g, r.n_ids) * scale;
         const double mean = merit(c.predicted_tokens, c.predicted_seconds);
         if (g == 1 || mean > best_mean) best_mean = mean;
         const double optimistic = merit(expected_tokens(m, g, kExplore, r.ngram_order), c.predicted_seconds);
@@ -234,17 +258,30 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
     return recent > best.score ? best_of(recent) : best;
 }
 
-void auto_policy::observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds) {
+void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds) {
     if (seconds > 0) {
         recent_tokens_ = kRecentDecay * recent_tokens_ + (n_accepted + 1);
         recent_seconds_ = kRecentDecay * recent_seconds_ + seconds;
     }
-    // The n-gram drafter is scored by its shadow every round.
-    if (gamma > 0 && m != auto_method::ngram) count_round(m, gamma, n_accepted);
-    if (gamma > 0 && m == auto_method::self_nanospec) {
+    // The n-gram drafter is scored by its shadow every round. The acceptance counts are over the
+    // drafted tokens; where the self drafter stopped short of gamma is counted apart (its continuation
+    // rates, draft_continuation()).
+    if (drafted > 0 && m != auto_method::ngram) count_round(m, drafted, n_accepted);
+    if (drafted > 0 && m == auto_method::self_nanospec) {
         carried& c = carried_[regime_];
         c.self_first_reached = kDecay * c.self_first_reached + 1;
         c.self_first_passed = kDecay * c.self_first_passed + (n_accepted > 0 ? 1 : 0);
+    }
+    if (gamma > 0 && m == auto_method::self_nanospec) {
+        later_positions& d = carried_[regime_].self_drafting;
+        for (size_t k = 0; k < d.reached.size(); ++k) {
+            d.reached[k] *= kDecay;
+            d.passed[k] *= kDecay;
+        }
+        for (int k = 0; k < gamma && k <= drafted && size_t(k) < d.reached.size(); ++k) {
+            d.reached[size_t(k)] += 1;
+            d.passed[size_t(k)] += drafted > k ? 1 : 0;
+        }
     }
     if (predicted_seconds > 0 && seconds > 0) {
         carried& c = carried_[regime_];

@@ -48,9 +48,10 @@ public:
     // score is its best mean rate max_g E(g) / t(g); rate > 0: its best mean gain max_g E(g) - rate t(g),
     // the tokens a round yields beyond what `rate` would have given in its time.
     auto_choice predict(auto_method m, const auto_round& r, double rate = 0) const;
-    // A round of `m` drafted `gamma` tokens, accepted n_accepted and took `seconds` (propose to verdict);
-    // predicted_seconds: what the cost model said it would take.
-    void observe(auto_method m, int gamma, int n_accepted, double seconds, double predicted_seconds);
+    // A round of `m` chosen at `gamma` drafted `drafted` tokens (fewer: the drafter stopped below
+    // draft_p_min), accepted n_accepted of them and took `seconds` (propose to verdict);
+    // predicted_seconds: what the cost model said the drafted round would take.
+    void observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds);
     // Shadow evaluation of the n-gram drafter (free to run): its proposal, copied after a suffix of
     // `order` tokens, matched the first n_matched of `gamma` emitted tokens.
     void observe_shadow_ngram(int gamma, int n_matched, int order);
@@ -61,6 +62,12 @@ public:
     // position by the order it matched at); z > 0: each p_j taken z standard errors up (the
     // optimistic estimate that picks g).
     double expected_tokens(auto_method m, int g, double z = 0.0, int ngram_order = 0) const;
+    // Predicted seconds of a round of `m` chosen at g: for the self drafter the mean over where it
+    // stops drafting (below draft_p_min), from how often it went on at each position so far.
+    double expected_seconds(auto_method m, int g, int n_ids) const;
+    // The chance that `m`, having drafted k tokens of a longer round, drafts one more (the self drafter
+    // stops where its top probability over S is below draft_p_min; the others never stop).
+    double draft_continuation(auto_method m, int k) const;
 
 private:
     static constexpr int kMaxOrder = 8;
@@ -115,6 +122,9 @@ private:
         // (index: order, clamped): rounds that reached each position and accepted it.
         std::array<later_positions, kAutoMethods> later;
         std::array<later_positions, kMaxOrder + 1> ngram_later;
+        // The self drafter's stops: rounds that were to draft position k + 1 and had drafted k tokens
+        // (reached), and those that drafted it (passed).
+        later_positions self_drafting;
     };
     std::array<carried, 2> carried_{};
     std::size_t regime_ = 0;  // carried_[1] for a sampled request

@@ -146,7 +146,7 @@ bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, rng& gen, std
         std::swap(qi, q_tmp_);
     };
     if (rows) rows->clear();
-    const bool done = drafter_->draft(ctx, n, params_.draft_p_min, request_.sampling, gen, tokens, q,
+    const bool done = drafter_->draft(ctx, n, params_.effective_draft_p_min(), request_.sampling, gen, tokens, q,
                                       rows ? &rows->hidden : nullptr, rows != nullptr, &hook, abort);
     // Still the drafter's owner: the rows it forwarded have not been overwritten by another branch.
     if (done && rows && !rows->hidden.empty()) snapshot_kv(*cache_, n_embd_, int(ctx.size()) - 1, *rows);
@@ -185,7 +185,7 @@ void ssd_speculator::acquire(const std::vector<int32_t>& history, int max_n, pro
     const auto t0 = clock_type::now();
     if (params_.ssd_backup == ssd_backup_mode::fast) {
         rng unused(0);
-        ngram_->propose(history, max_n, request_.sampling, params_.draft_p_min, unused, out);
+        ngram_->propose(history, max_n, request_.sampling, params_.effective_draft_p_min(), unused, out);
         cur_cands_.assign(out.tokens.size(), {});
         stats.draft_seconds += seconds_between(t0, clock_type::now());
         return;
