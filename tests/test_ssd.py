@@ -272,11 +272,12 @@ def test_nanospec_greedy_identity_forced_misses(model_path, ar, backup, verify, 
 @pytest.mark.parametrize("layers", [6, 0])
 def test_nanospec_misses_draft_as_sequential(model_path, head, layers):
     """Every round a miss with the neural backup: each round's draft is the sequential drafter's (same
-    model, same S), so rounds, drafted and accepted counts and |S| agree with sequential NanoSpec."""
+    model, same S), so rounds, drafted and accepted counts and |S| agree with sequential NanoSpec (both
+    with draft_p_min 0: automatic, it is 0.5 for sequential NanoSpec and 0 for SSD)."""
     out = []
     for kw in (dict(ssd=True, ssd_budget=0, n_threads_draft=1), dict()):
         g = specgen.Generator(model_path, n_ctx=256, n_threads=1, draft="self", self_layers=layers, draft_max=3,
-                              draft_adaptive=False, **HEADS[head], **kw)
+                              draft_adaptive=False, draft_p_min=0, **HEADS[head], **kw)
         try:
             r = g.generate(PROMPT, max_tokens=N, temperature=0)
             out.append((r.tokens, [r.stats[k] for k in ("n_rounds", "n_drafted", "n_accepted", "vocab_set_size")]))
