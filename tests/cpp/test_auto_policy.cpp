@@ -11,6 +11,8 @@
 //    not a long self-drafter round.
 //  - A self-drafter round that stopped before drafting (draft_p_min) is no rejection: the acceptance
 //    stays, the predicted round shrinks towards a plain one and yields fewer tokens.
+//  - S is seeded from all kept prompt rows for a long request, from the last few for a short one,
+//    and not at all when the request is too short to repay the head's time over 8 rows.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -153,6 +155,24 @@ void test_draft_stops_are_not_rejections() {
           "stops yield no tokens: " + std::to_string(policy.expected_tokens(auto_method::self_nanospec, 8)));
 }
 
+void test_seed_rows_by_remaining_tokens() {
+    cost_model costs = reference_costs();
+    costs.body_row = 1e-6;  // self-drafter rounds far faster than plain ones
+    auto_policy policy(costs, 8, true);
+    policy.begin(prompt(), 0.0f);
+    const auto_round r{0, 0, 0, 8};
+    const auto_choice self = policy.predict(auto_method::self_nanospec, r);
+    check(self.tokens_per_second() > policy.predict(auto_method::none, r).tokens_per_second(), "self is faster here");
+    const int all = policy.seed_rows(self, r, 1000, 64), some = policy.seed_rows(self, r, 6, 64),
+              none = policy.seed_rows(self, r, 1, 64);
+    check(all == 64, "1000 tokens to go seed every kept row: " + std::to_string(all));
+    check(some > 0 && some < 64, "6 tokens to go seed the last few rows: " + std::to_string(some));
+    check(none == 0, "1 token to go seeds nothing: " + std::to_string(none));
+    auto_choice slow = self;
+    slow.predicted_seconds = 10;  // no faster than plain decoding: seeding saves nothing
+    check(policy.seed_rows(slow, r, 1000, 64) == 0, "a self drafter slower than plain decoding seeds nothing");
+}
+
 int main(int, char**) {
     test_ngram_positions_by_match_order();
     test_later_positions_carry_over();
@@ -160,6 +180,7 @@ int main(int, char**) {
     test_ngram_order_per_request();
     test_recent_rate_prefers_plain_inside_a_copy();
     test_draft_stops_are_not_rejections();
+    test_seed_rows_by_remaining_tokens();
     if (failures) {
         std::fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

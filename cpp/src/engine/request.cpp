@@ -184,7 +184,7 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
         const bool give = topk_k_ > 0 && seed_hidden_.empty();  // else add_prompt_topk() brings it later
         speculation_request request{params_.sampling, params_.seed, method_, {}};
         // The step's scratch outlives the request's rounds (the scheduler's or this request's own).
-        if (!seed_hidden_.empty()) request.seed_prompt_topk = [this, &scratch] { seed_prompt_topk(scratch); };
+        if (!seed_hidden_.empty()) request.seed_prompt_topk = [this, &scratch](int n) { seed_prompt_topk(scratch, n); };
         request.n_seed_rows = int(seed_hidden_.size() / size_t(gen_->target().hp().n_embd));
         request.max_tokens = params_.max_tokens;
         slot_->spec->begin(history_, request, give ? topk_.data() + size_t(first) * topk_k_ : nullptr,
@@ -194,11 +194,21 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
     if (params_.max_tokens == 0) finish(finish_reason::length);
 }
 
-void generation::seed_prompt_topk(std::vector<float>& scratch) {
+void generation::seed_prompt_topk(std::vector<float>& scratch, int n_rows) {
     if (seed_hidden_.empty()) return;
-    topk_rows(seed_hidden_.data(), int(seed_hidden_.size() / size_t(gen_->target().hp().n_embd)), seed_row0_, scratch);
-    seed_hidden_.clear();
+    const size_t E = size_t(gen_->target().hp().n_embd);
+    const int kept = int(seed_hidden_.size() / E);
     const int n_prompt_rows = int(topk_.size() / size_t(topk_k_));  // topk_ holds the prompt's rows only
+    if (n_rows < kept) {
+        // The last n_rows only (the kept rows end at the prompt's last row). The slot still counts
+        // every kept row as unseeded, so the next request with this prefix can seed them all.
+        const int skip = kept - std::max(0, n_rows);
+        topk_rows(seed_hidden_.data() + size_t(skip) * E, kept - skip, seed_row0_ + skip, scratch);
+        slot_->spec->add_prompt_topk(topk_.data() + size_t(n_prompt_rows - (kept - skip)) * topk_k_, kept - skip, stats_);
+        return;
+    }
+    topk_rows(seed_hidden_.data(), kept, seed_row0_, scratch);
+    seed_hidden_.clear();
     const int first = std::max(0, n_prompt_rows - speculator::kPromptTopkRows);
     slot_->spec->add_prompt_topk(topk_.data() + size_t(first) * topk_k_, n_prompt_rows - first, stats_);
 }

@@ -81,8 +81,9 @@ private:
     // After forward_batch: the chunk's rows are in the cache; `hidden` = the chunk's hidden rows.
     void prefill_done_rows(int m, const float* hidden, std::vector<float>& logits_scratch);
     // The optional prompt top-k (speculator.h), once the speculator first drafts with S: the head over
-    // the kept rows, then add_prompt_topk(). Nothing when it ran already.
-    void seed_prompt_topk(std::vector<float>& logits_scratch);
+    // the last n_rows kept rows (all of them: n_rows >= their count), then add_prompt_topk(). Nothing
+    // when it ran already.
+    void seed_prompt_topk(std::vector<float>& logits_scratch, int n_rows);
     // The target's top-k ids of n consecutive prompt rows from row0 on, from their hidden states.
     void topk_rows(const float* hidden, int n, int row0, std::vector<float>& logits_scratch);
     void propose(int cap, int batch_size);  // cap: the batch policy's longest draft; batch_size: the step's sequences

@@ -45,9 +45,10 @@ struct speculation_request {
     uint64_t seed = 0;
     verify_method method = verify_method::block;
     // An optional prompt top-k that begin() went without (prompt_topk_optional): runs the head over
-    // the kept prompt rows now and hands S their top-k through add_prompt_topk(). Empty: none to run.
-    std::function<void()> seed_prompt_topk;
-    int n_seed_rows = 0;       // the prompt rows seed_prompt_topk runs the head over
+    // the last n (all: n >= n_seed_rows) kept prompt rows now and hands S their top-k through
+    // add_prompt_topk(). Empty: none to run.
+    std::function<void(int n)> seed_prompt_topk;
+    int n_seed_rows = 0;       // the prompt rows kept for it
     int64_t max_tokens = -1;   // the request's token budget (-1: until EOS or the context is full)
 };
 

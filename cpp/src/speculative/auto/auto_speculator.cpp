@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -100,27 +101,18 @@ public:
         sum_pred_seconds_ += c.predicted_seconds;
         stats.auto_predicted_tokens_per_second = sum_pred_seconds_ > 0 ? sum_pred_tokens_ / sum_pred_seconds_ : 0;
         if (c.method == auto_method::none || c.gamma <= 0) return;
-        if (c.method == auto_method::self_nanospec && request_.seed_prompt_topk && seeding_pays(c, round)) {
+        if (c.method == auto_method::self_nanospec && request_.seed_prompt_topk) {
             // S's first round: the head over the prompt's last rows seeds it now, not in the prefill
             // or after the first token, so a request that never drafts with S never pays for it. The
             // head is not this round's cost: the timing starts after it.
-            request_.seed_prompt_topk();
-            request_.seed_prompt_topk = nullptr;
-            t_round_ = clock_type::now();
+            const int64_t remaining = request_.max_tokens < 0 ? INT64_MAX : request_.max_tokens - n_emitted_;
+            if (const int rows = policy_.seed_rows(c, round, remaining, request_.n_seed_rows); rows > 0) {
+                request_.seed_prompt_topk(rows);
+                request_.seed_prompt_topk = nullptr;
+                t_round_ = clock_type::now();
+            }
         }
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), gen, out, stats);
-    }
-
-    // Seeding S runs the full head over up to 64 prompt rows (34 ms on an AVX-512 VNNI core pair, 100-220
-    // ms on an AVX2 one: a quarter of a 64-token request's decode). It pays when the self drafter's
-    // predicted time saving per token over plain decoding, over the tokens the request may still
-    // generate, exceeds it; otherwise the self drafter runs with S as it grows from the verified rows.
-    bool seeding_pays(const auto_choice& self, const auto_round& round) const {
-        const double plain = policy_.predict(auto_method::none, round).tokens_per_second();
-        const double rate = self.tokens_per_second();
-        if (plain <= 0 || rate <= plain) return false;
-        const double remaining = request_.max_tokens < 0 ? 1e9 : double(request_.max_tokens - n_emitted_);
-        return remaining * (1 / plain - 1 / rate) > costs_.head_seconds(request_.n_seed_rows);
     }
 
     void add_prompt_topk(const int32_t* topk, int64_t n_topk_rows, generation_stats& stats) override {
@@ -145,7 +137,7 @@ public:
         const bool stopped = current_ == auto_method::self_nanospec && v.gamma < choice_.gamma;
         const double predicted = stopped ? costs_.stopped_round_seconds(v.gamma, int(n_ids_))
                                          : costs_.round_seconds(current_, v.gamma, int(n_ids_));
-        policy_.observe(current_, std::max(choice_.gamma, v.gamma), v.gamma, v.n_accepted, seconds, predicted);
+        policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted);
         n_ids_ = stats.vocab_set_size;
         n_emitted_ += v.n_accepted + 1;
         // Shadow n-gram score: how much of its proposal the emitted tokens x_1..x_k, y confirm.

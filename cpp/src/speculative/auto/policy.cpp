@@ -166,17 +166,36 @@ double auto_policy::draft_continuation(auto_method m, int k) const {
 
 double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
     if (m != auto_method::self_nanospec || g <= 0) return costs_.round_seconds(m, g, n_ids);
-    // The drafter stops before position k + 1 when its top probability there is below draft_p_min;
-    // it goes on with rate c_k (prior 1: no stop until one is seen). The round's time is the mean over
-    // where it stops: a stop after j tokens verifies j + 1 rows, and its last row and head over S ran
-    // for nothing but the stop.
+    // The drafter stops before position j + 1 when its top probability there is below draft_p_min,
+    // and goes on with rate d_j. The round's time is the mean over where it stops: a stop after j
+    // tokens verifies j + 1 rows, and its last row and head over S ran for nothing but the stop.
     double seconds = 0, reach = 1;  // reach: the chance the drafter drafts j tokens or more
     for (int j = 0; j < g; ++j) {
-        const double c = draft_continuation(m, j);
-        seconds += reach * (1 - c) * costs_.stopped_round_seconds(j, n_ids);
-        reach *= c;
+        const double d = draft_continuation(m, j);
+        seconds += reach * (1 - d) * costs_.stopped_round_seconds(j, n_ids);
+        reach *= d;
     }
     return seconds + reach * costs_.round_seconds(m, g, n_ids);
+}
+
+int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t remaining, int kept) const {
+    // Seeding runs the full head over the kept rows (up to 64: 34 ms on an AVX-512 VNNI core pair,
+    // 100-220 ms on an AVX2 one, a quarter of a 64-token request's decode there). Over the tokens the
+    // request may still generate, the self drafter saves remaining (1 / r_0 - 1 / r_s) against plain
+    // decoding; the last k rows earn about the share 1 - exp(-k / 12) of what all of them give (fixed
+    // NanoSpec at T=0 drafted 3.79 / 5.10 / 5.56 tokens per round seeded from 0 / 16 / 64 rows). The k
+    // (in steps of 8) with the largest saving less the head's time over k rows, if that is positive.
+    const double plain = predict(auto_method::none, r).tokens_per_second();
+    const double rate = self.tokens_per_second();
+    if (plain <= 0 || rate <= plain || remaining <= 0) return 0;
+    const double saving = double(remaining) * (1 / plain - 1 / rate);
+    int best = 0;
+    double best_gain = 0;
+    for (int k = std::min(8, kept); k > 0; k = k == kept ? 0 : std::min(k + 8, kept)) {
+        const double gain = saving * (1 - std::exp(-k / 12.0)) - costs_.head_seconds(k) * time_scale(auto_method::none);
+        if (gain > best_gain) best = k, best_gain = gain;
+    }
+    return best;
 }
 
 double auto_policy::time_scale(auto_method m) const {

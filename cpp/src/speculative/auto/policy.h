@@ -65,6 +65,9 @@ public:
     // Predicted seconds of a round of `m` chosen at g: for the self drafter the mean over where it
     // stops drafting (below draft_p_min), from how often it went on at each position so far.
     double expected_seconds(auto_method m, int g, int n_ids) const;
+    // How many of the `kept` prompt rows to seed S from before the self-drafter round `self` (0: none
+    // yet), with `remaining` tokens left in the request's budget.
+    int seed_rows(const auto_choice& self, const auto_round& r, int64_t remaining, int kept) const;
     // The chance that `m`, having drafted k tokens of a longer round, drafts one more (the self drafter
     // stops where its top probability over S is below draft_p_min; the others never stop).
     double draft_continuation(auto_method m, int k) const;
