@@ -136,7 +136,9 @@ class Generator:
     machine at load and the live acceptance; docs/ALGORITHMS.md section 8). The shorter ``draft=`` takes
     None, "ngram", "self", "auto" or the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
-    ``draft_adaptive`` shrinks gamma after rejections and grows it back after full acceptances.
+    ``draft_p_min`` stops drafting before a position whose drafter top probability is below it (None
+    or -1: 0.5 with a NanoSpec head, off otherwise); ``draft_adaptive`` shrinks gamma after rejections
+    and grows it back after full acceptances.
 
     Every range, default and message comes from the engine's parameter table
     (``specgen._core.param_specs()``); ``n_threads`` None or 0 means automatic, ``seed`` None or -1 a
