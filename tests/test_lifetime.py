@@ -91,6 +91,9 @@ def test_close_with_open_stream(model_path):
 CHILD = r"""
 import os, signal, sys, threading, time
 import specgen
+# A child started from a background job inherits SIGINT ignored, and Python then raises no
+# KeyboardInterrupt: this test is about handling one, so it asks for Python's default handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 g = specgen.Generator(sys.argv[1], n_threads=2, n_ctx=512)
 g.generate("warm", max_tokens=2, temperature=0)
 t0 = time.perf_counter(); r = g.generate("Tell me a story.", max_tokens=4, temperature=0, stop=["zzzz"])
