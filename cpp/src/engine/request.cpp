@@ -197,19 +197,15 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
 void generation::seed_prompt_topk(std::vector<float>& scratch, int n_rows) {
     if (seed_hidden_.empty()) return;
     const size_t E = size_t(gen_->target().hp().n_embd);
-    const int kept = int(seed_hidden_.size() / E);
+    const int kept = int(seed_hidden_.size() / E);  // rows seed_row0_ .. the prompt's last row
     const int n_prompt_rows = int(topk_.size() / size_t(topk_k_));  // topk_ holds the prompt's rows only
-    if (n_rows < kept) {
-        // The last n_rows only (the kept rows end at the prompt's last row). The slot still counts
-        // every kept row as unseeded, so the next request with this prefix can seed them all.
-        const int skip = kept - std::max(0, n_rows);
-        topk_rows(seed_hidden_.data() + size_t(skip) * E, kept - skip, seed_row0_ + skip, scratch);
-        slot_->spec->add_prompt_topk(topk_.data() + size_t(n_prompt_rows - (kept - skip)) * topk_k_, kept - skip, stats_);
-        return;
-    }
-    topk_rows(seed_hidden_.data(), kept, seed_row0_, scratch);
-    seed_hidden_.clear();
-    const int first = std::max(0, n_prompt_rows - speculator::kPromptTopkRows);
+    const int skip = std::max(0, kept - n_rows);
+    topk_rows(seed_hidden_.data() + size_t(skip) * E, kept - skip, seed_row0_ + skip, scratch);
+    // All rows: the slot keeps their top-k, and S also gets the cached rows' before them. Only the last
+    // ones: the slot still counts every kept row as unseeded, so the next request with this prefix can
+    // seed them all.
+    if (skip == 0) seed_hidden_.clear();
+    const int first = skip > 0 ? seed_row0_ + skip : std::max(0, n_prompt_rows - speculator::kPromptTopkRows);
     slot_->spec->add_prompt_topk(topk_.data() + size_t(first) * topk_k_, n_prompt_rows - first, stats_);
 }
 

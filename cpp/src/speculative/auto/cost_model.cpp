@@ -36,7 +36,7 @@ double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
         case auto_method::self_nanospec:
             // g + 1 body rows (the last one for the hand-over), g heads over S; the verification
             // then runs only the full head over the g + 1 handed-over rows (section 4.7).
-            return (g + 1) * body_row + g * subset_head_seconds(n_ids) + head_seconds(g + 1);
+            return self_round_seconds(g + 1, g, n_ids);
         default: return verify_seconds(1);
     }
 }
@@ -45,7 +45,11 @@ double cost_model::stopped_round_seconds(int g, int n_ids) const {
     // g + 1 body rows and heads over S (the last one found the stop), all handed over: the target runs
     // the full head over g + 1 rows. With g = 0 that is a plain round whose body row the drafter ran.
     g = std::max(g, 0);
-    return (g + 1) * (body_row + subset_head_seconds(n_ids)) + head_seconds(g + 1);
+    return self_round_seconds(g + 1, g + 1, n_ids);
+}
+
+double cost_model::self_round_seconds(int rows, int subset_heads, int n_ids) const {
+    return rows * body_row + subset_heads * subset_head_seconds(n_ids) + head_seconds(rows);
 }
 
 }  // namespace specgen

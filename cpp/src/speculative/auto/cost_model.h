@@ -32,6 +32,10 @@ struct cost_model {
     // A self-drafter round that stopped after g drafted tokens (its top probability below draft_p_min):
     // its last body row and head over S ran for the position it did not draft.
     double stopped_round_seconds(int g, int n_ids) const;
+
+private:
+    // A self-drafter round: `rows` body rows handed over to the full head, `subset_heads` heads over S.
+    double self_round_seconds(int rows, int subset_heads, int n_ids) const;
 };
 
 }  // namespace specgen

@@ -291,17 +291,9 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         c.self_first_reached = kDecay * c.self_first_reached + 1;
         c.self_first_passed = kDecay * c.self_first_passed + (n_accepted > 0 ? 1 : 0);
     }
-    if (gamma > 0 && m == auto_method::self_nanospec) {
-        later_positions& d = carried_[regime_].self_drafting;
-        for (size_t k = 0; k < d.reached.size(); ++k) {
-            d.reached[k] *= kDecay;
-            d.passed[k] *= kDecay;
-        }
-        for (int k = 0; k < gamma && k <= drafted && size_t(k) < d.reached.size(); ++k) {
-            d.reached[size_t(k)] += 1;
-            d.passed[size_t(k)] += drafted > k ? 1 : 0;
-        }
-    }
+    // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not.
+    if (gamma > 0 && m == auto_method::self_nanospec)
+        carried_[regime_].self_drafting.count(0, std::min(gamma, drafted + 1), drafted);
     if (predicted_seconds > 0 && seconds > 0) {
         carried& c = carried_[regime_];
         for (int i = 0; i < kAutoMethods; ++i) {
@@ -350,13 +342,17 @@ void auto_policy::count_round(auto_method m, int gamma, int n_accepted, int ngra
         t.later_failed += k < n_accepted ? 0 : 1;
         t.later_expected_failures += 1 - (l.passed[size_t(k)] + kPositionWeight * kContinuationPrior) / (l.reached[size_t(k)] + kPositionWeight);
     }
-    for (size_t k = 1; k < l.reached.size(); ++k) {
-        l.reached[k] *= kDecay;
-        l.passed[k] *= kDecay;
+    l.count(1, reached, n_accepted);
+}
+
+void auto_policy::later_positions::count(int from, int end, int held) {
+    for (size_t k = size_t(from); k < reached.size(); ++k) {
+        reached[k] *= kDecay;
+        passed[k] *= kDecay;
     }
-    for (int k = 1; k < reached && size_t(k) < l.reached.size(); ++k) {
-        l.reached[size_t(k)] += 1;
-        l.passed[size_t(k)] += k < n_accepted ? 1 : 0;
+    for (int k = from; k < end && size_t(k) < reached.size(); ++k) {
+        reached[size_t(k)] += 1;
+        passed[size_t(k)] += k < held ? 1 : 0;
     }
 }
 

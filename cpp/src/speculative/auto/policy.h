@@ -105,6 +105,9 @@ private:
     // continuation matches an n-gram copy less often).
     struct later_positions {
         std::vector<double> reached, passed;
+        // One more round, the earlier ones decayed by kDecay from position `from` on: it reached
+        // positions [from, end) and passed those below `held`.
+        void count(int from, int end, int held);
     };
     // Where the later positions of `m`'s rounds are counted (an n-gram proposal's by its match order).
     template <class Carried>
