@@ -180,7 +180,7 @@ def test_matmul_rows_large_batches_equal_single_token(isa, t):
             assert Y[tok].tobytes() == alone[0].tobytes(), (isa, n_tok, tok)
 
 
-# (3c) the rows16 layout (quant/rows16.h): the AVX-512 kernel equals the scalar reference of its
+# (3c) the rows16 layout (quant/rows16.h): the SIMD kernel (AVX2, AVX-512) equals the scalar reference of its
 # order bit for bit, for any row count (a padded last group) and token count (tiles, tails, one token);
 # each token's outputs equal that token alone; every row range starting at a group gives the same
 # values; and it stays close to the standard kernel (the same products, another summation order).
@@ -195,7 +195,7 @@ def rows16_case(t, n_blocks, n_rows, n_tok, seed):
 @pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K])
 def test_rows16_kernel_matches_its_scalar_order(t):
     if not _core.rows16_available(int(t)):
-        pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
+        pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
     for n_blocks, n_rows in ((1, 16), (3, 1), (5, 37), (20 if BLOCK[t][0] == 32 else 8, 64)):
         n, W, xs = rows16_case(t, n_blocks, n_rows, 19, 13 * int(t) + n_rows)
         P = _core.rows16_pack(int(t), W, n_rows, n)
@@ -217,7 +217,7 @@ def test_cpu_backend_computes_repacked_matrices_packed(t):
     """A matrix with a repack slot (as a model's) is computed in rows16 by the CPU backend, and its
     selected rows (NanoSpec / calibration heads) give the same bits as the full product."""
     if not _core.rows16_available(int(t)):
-        pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
+        pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
     rng = np.random.default_rng(3 * int(t))
     n_rows, n, n_tok = 37, 768, 5
     W = np.concatenate([random_blocks(t, n // BLOCK[t][0], rng) for _ in range(n_rows)])
@@ -234,13 +234,13 @@ def test_cpu_backend_computes_repacked_matrices_packed(t):
 
 def test_rows16_bad_arguments_raise():
     if not _core.rows16_available(int(T.Q8_0)):
-        pytest.skip("no rows16 kernel on this CPU (AVX-512 VNNI)")
+        pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
     with pytest.raises(specgen.InvalidParameterError):
         _core.rows16_pack(int(T.Q6_K), np.zeros(210, np.uint8), 1, 256)
     with pytest.raises(specgen.InvalidParameterError):
         _core.rows16_pack(int(T.Q8_0), np.zeros(33, np.uint8), 1, 32)
     assert not _core.rows16_available(int(T.Q6_K))
-    _core.set_cpu_isa("avx2")
+    _core.set_cpu_isa("scalar")
     assert not _core.rows16_available(int(T.Q8_0))
 
 

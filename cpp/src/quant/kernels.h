@@ -130,6 +130,7 @@ float dot_q6_k_ref(int64_t n, const void* w, const void* x);
 gemm_fn gemm_kernel_avx2(ggml_type w_type);
 gemm_fn gemm_kernel_avx512(ggml_type w_type);
 // Kernels of the rows16 layout (rows16.h; W addressed by original row size, groups of 16 rows).
+gemm_fn gemm_kernel_rows16_avx2(ggml_type w_type);
 gemm_fn gemm_kernel_rows16_avx512(ggml_type w_type);
 // SIMD activation quantizers (Q8_0, Q8_K), byte-identical to quant_q8_0 / quant_q8_k; nullptr for
 // every other type.

@@ -131,11 +131,18 @@ float dot_rows16_order(ggml_type type, int64_t n, const uint8_t* w, const uint8_
     return acc;
 }
 
+// The rows16 kernel of the active ISA for `type`; nullptr when it has none.
+gemm_fn rows16_kernel(ggml_type type) {
+    switch (active_cpu_isa()) {
+        case cpu_isa::avx512: return gemm_kernel_rows16_avx512(type);
+        case cpu_isa::avx2: return gemm_kernel_rows16_avx2(type);
+        default: return nullptr;
+    }
+}
+
 }  // namespace
 
-bool rows16_available(ggml_type type) {
-    return active_cpu_isa() == cpu_isa::avx512 && gemm_kernel_rows16_avx512(type) != nullptr;
-}
+bool rows16_available(ggml_type type) { return rows16_kernel(type) != nullptr; }
 
 bool rows16_has_layout(ggml_type type) {
     return type == ggml_type::Q8_0 || type == ggml_type::Q5_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K;
@@ -176,7 +183,7 @@ void matmul_rows16(ggml_type type, const void* P, int64_t n_cols, const void* X,
     check_cols(type, n_cols);
     if (r0 % kRows16 != 0)
         throw invalid_argument_error("matmul_rows16: r0 = " + std::to_string(r0) + " is not a group start");
-    const gemm_fn k = active_cpu_isa() == cpu_isa::avx512 ? gemm_kernel_rows16_avx512(type) : nullptr;
+    const gemm_fn k = rows16_kernel(type);
     if (!k) throw not_implemented_error("matmul_rows16: no rows16 kernel for this type on this CPU");
     if (r1 <= r0 || n_tokens <= 0) return;
     // ws: one row's share of the packed matrix, so row r0's group starts r0 * ws bytes in.

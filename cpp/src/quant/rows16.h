@@ -3,7 +3,9 @@
 // x broadcast to every lane, a block's exact integer dot product ends in one lane per row, and the
 // float work of a block (convert, scale, fma) is one vector operation each for 16 rows. Batched steps
 // are compute-bound on that float work (docs/DESIGN.md section 6.1): per 16 rows x 32 elements and
-// token this spends 11 vector operations where one row per pair of blocks spends 32.
+// token this spends 11 vector operations where one row per pair of blocks spends 32. AVX2 reads the
+// same records eight rows per ymm (vpmaddubsw + vpmaddwd for vpdpbusd; rows16_avx2.cpp): 1.8-2.4x the
+// GGUF-layout kernels' throughput on Q5_0 / Q4_K from one token up (tools/bench_matmul.py).
 //
 // Layout: groups of 16 rows (the last group padded with zero rows); group g holds rows 16g..16g+15 and
 // starts 16g packed row-sizes into the buffer (the GGUF row size; Q4_K 148 bytes per block). Inside a
@@ -26,7 +28,7 @@
 // in order; y = acc. Q4_K: per block the exact integers isum = sum_s sc_s * (q . x over sub-block s)
 // and msum = sum_s m_s * (the sub-block's sum of x), then acc = fma(float(isum), d * d_x, acc),
 // acc = fma(float(msum), -(dmin * d_x), acc). matmul_rows16_ref is that order in scalar code; the SIMD kernel
-// (rows16_avx512.cpp) is tested bit-exact against it (tests/test_quant.py). It differs from
+// (rows16_avx2.cpp, rows16_avx512.cpp) is tested bit-exact against it (tests/test_quant.py). It differs from
 // vec_dot's order on the original layout, so a packed matrix is always computed packed.
 #pragma once
 #include <cstddef>
@@ -39,7 +41,7 @@ namespace specgen {
 constexpr int kRows16 = 16;            // rows per group
 constexpr int kRows16Q4kRecord = 2368;  // bytes of one Q4_K record (16 rows x one 256-element block)
 
-// True when the active ISA has a rows16 kernel for `type` (AVX-512 VNNI; Q8_0, Q5_0, Q4_0, Q4_K).
+// True when the active ISA has a rows16 kernel for `type` (AVX2 or AVX-512 VNNI; Q8_0, Q5_0, Q4_0, Q4_K).
 bool rows16_available(ggml_type type);
 // Bytes of a packed [n_rows, n_cols] matrix (rows rounded up to a multiple of 16).
 size_t rows16_bytes(ggml_type type, int64_t n_rows, int64_t n_cols);

@@ -25,6 +25,7 @@ namespace quant {
 namespace {
 
 #include "quant/gemm_tiles.h"
+#include "quant/rows16_tiles.h"
 
 // The unsigned weights of a record: w[j] holds elements 4j..4j+3 of the 16 rows.
 template <class B>
@@ -81,9 +82,8 @@ inline __mmask16 valid_rows(int n_valid) {
     return n_valid >= kRows16 ? __mmask16(0xffff) : __mmask16((1u << n_valid) - 1);
 }
 
-// A kernel policy for gemm_rows16: block_elems (elements per block), record_bytes (one record: a block
-// of 16 rows), prep (the per-token part of a block) and prepare (it for n_tok tokens), max_tile
-// (tokens per full tile) and block<NT> (adds record `rec`, block b, to the NT tokens' accumulators).
+// Kernel policies (rows16_tiles.h) with block<NT>: adds record `rec`, block b, to the NT tokens'
+// accumulators.
 
 // The 32-element types (Q8_0 / Q5_0 / Q4_0) x Q8_0.
 template <class B>
@@ -92,24 +92,9 @@ struct kernel_legacy {
     static constexpr size_t record_bytes = kRows16 * sizeof(B);
     static constexpr int max_tile = 8;
 
-    // The offset correction and the activation scale.
-    struct prep {
-        int32_t corr;
-        float d;
-    };
-
+    using prep = rows16_prep_legacy;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
-        const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), zero = _mm256_setzero_si256();
-        for (int t = 0; t < n_tok; ++t)
-            for (int64_t b = 0; b < nb; ++b) {
-                const block_q8_0& xb = reinterpret_cast<const block_q8_0*>(X + t * xs)[b];
-                // sum of x = sum of (x + 128) - 32 * 128, the former by sums of absolute differences
-                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
-                const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, bias), zero);
-                const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-                const int32_t sum = int32_t(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
-                P[t * nb + b] = {-record<B>::offset * sum, _cvtsh_ss(xb.d)};
-            }
+        rows16_prepare_legacy<record<B>::offset>(nb, X, xs, n_tok, P);
     }
 
     template <int NT>
@@ -146,25 +131,9 @@ struct kernel_q4_k {
     static constexpr size_t record_bytes = kRows16Q4kRecord;
     static constexpr int max_tile = 4;  // a sub-block's 8 weight vectors and 2 accumulators per token fit in registers
 
-    // The scale and the sub-block sums of x in int16 pairs
-    // (bs_2i | bs_2i+1 << 16, bs_s = bsums[2s] + bsums[2s + 1]).
-    struct prep {
-        float d;
-        int32_t bs_pairs[4];
-    };
-
+    using prep = rows16_prep_q4_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
-        for (int t = 0; t < n_tok; ++t)
-            for (int64_t b = 0; b < nb; ++b) {
-                const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(X + t * xs)[b];
-                prep& p = P[t * nb + b];
-                p.d = xb.d;
-                for (int i = 0; i < 4; ++i) {
-                    const int lo = xb.bsums[4 * i] + xb.bsums[4 * i + 1];
-                    const int hi = xb.bsums[4 * i + 2] + xb.bsums[4 * i + 3];
-                    p.bs_pairs[i] = int32_t(uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16);
-                }
-            }
+        rows16_prepare_q4_k(nb, X, xs, n_tok, P);
     }
 
     template <int NT>
@@ -224,44 +193,12 @@ void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const t
     for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ys, keep, acc[t]);
 }
 
+// The tiles of rows16_tiles.h's driver: one per group.
 template <class K, int NT>
 void groups_loop(int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
                  const typename K::prep* P, float* Y, int64_t ys) {
     for (int r = 0; r < n_rows; r += kRows16)
         run_tile<K, NT>(nb, W + r * ws, X, xs, P, Y + r, ys, n_rows - r);
-}
-
-// The last n_tok < K::max_tile tokens: one tile of exactly n_tok (NT counts down to it).
-template <class K, int NT = K::max_tile - 1>
-void groups_loop_tail(int n_tok, int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
-                      const typename K::prep* P, float* Y, int64_t ys) {
-    if constexpr (NT > 0) {
-        if (n_tok == NT) return groups_loop<K, NT>(nb, W, ws, n_rows, X, xs, P, Y, ys);
-        groups_loop_tail<K, NT - 1>(n_tok, nb, W, ws, n_rows, X, xs, P, Y, ys);
-    }
-}
-
-// gemm_fn over a packed matrix: W is the group of row 0, ws the size of one original row.
-template <class K>
-void gemm_rows16(int64_t n, const void* Wv, size_t ws, int n_rows, const void* Xv, size_t xs, int n_tok, float* Y,
-                 int64_t ys) {
-    const uint8_t* W = static_cast<const uint8_t*>(Wv);
-    const uint8_t* X = static_cast<const uint8_t*>(Xv);
-    const int64_t nb = n / K::block_elems;
-    constexpr int kRowBlock = 2 * kRows16;  // rows that stay in cache while every token tile passes
-    thread_local std::vector<typename K::prep> prepared;
-    if (prepared.size() < size_t(n_tok) * nb) prepared.resize(size_t(n_tok) * nb);
-    K::prepare(nb, X, xs, n_tok, prepared.data());
-    const typename K::prep* P = prepared.data();
-    for (int r0 = 0; r0 < n_rows; r0 += kRowBlock) {
-        const int nr = n_rows - r0 < kRowBlock ? n_rows - r0 : kRowBlock;
-        const uint8_t* Wb = W + r0 * ws;
-        float* Yb = Y + r0;
-        int t = 0;
-        for (; t + K::max_tile <= n_tok; t += K::max_tile)
-            groups_loop<K, K::max_tile>(nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
-        groups_loop_tail<K>(n_tok - t, nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
-    }
 }
 
 }  // namespace

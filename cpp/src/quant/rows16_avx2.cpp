@@ -1,0 +1,238 @@
+// AVX2 kernels of the rows16 layout (rows16.h): Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations and
+// Q4_K x Q8_K, eight weight rows per ymm (a record's 16 rows as two halves, row r in 32-bit lane r % 8).
+//
+// AVX2 has no vpdpbusd: a block's integer dot product is vpmaddubsw (u8 x s8, adjacent pairs summed
+// into int16, saturating) then vpmaddwd into int32 lanes. Neither ever saturates here (|x| <= 127,
+// from the activation quantizers):
+//   Q8_0: |w| x sign(x, w) (the sign trick of dot_avx2.cpp): a pair is at most 2 * 128 * 127 = 32512,
+//         so each group of 4 elements is widened to int32 at once.
+//   Q4_0 / Q5_0 (stored + 8 / + 16, at most 31): a pair is at most 2 * 31 * 128 = 7936, so four
+//         groups (16 elements) add up in int16 before one widening; the offset is removed by the
+//         per-token correction, as the AVX-512 kernel does.
+//   Q4_K (nibbles, at most 15): a sub-block's eight groups add up in int16 (at most 30720) and one
+//         vpmaddwd by the row's scale (in both halves of its lane) widens and scales them.
+// The results are the exact integers of rows16.h, so every output equals matmul_rows16_ref bit for bit
+// (tests/test_quant.py), the same as the AVX-512 kernel's. One token takes the same path as many and
+// a lane never depends on its neighbours (batch invariance). Compiled with -mavx2 -mfma -mf16c -mbmi2.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "quant/kernels.h"
+#include "quant/rows16.h"
+
+namespace specgen {
+namespace quant {
+namespace {
+
+#include "quant/gemm_tiles.h"
+#include "quant/rows16_tiles.h"
+
+constexpr int kHalf = kRows16 / 2;  // rows per ymm
+
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+inline __m256i broadcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// 8 fp16 values (one per row of a half) as floats.
+inline __m256 load_halfs(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Bit k of m -> byte k = 0xff.
+inline __m256i expand_bits32(uint32_t m) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(m)), shuf);
+    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
+}
+
+// Kernel policies (rows16_tiles.h) with block<NT>(rec, h, ...): adds half h of record `rec`, block b,
+// to the NT tokens' accumulators.
+
+// Q8_0 x Q8_0. Record: d[16] | q[8][64], q stored w ^ 0x80.
+struct kernel_q8_0 {
+    static constexpr int block_elems = QK;
+    static constexpr size_t record_bytes = kRows16 * sizeof(block_q8_0);
+    static constexpr int max_tile = 4;
+    using prep = rows16_prep_legacy;
+    static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
+        rows16_prepare_legacy<0>(nb, X, xs, n_tok, P);  // the sign trick needs no correction
+    }
+
+    template <int NT>
+    static void block(const uint8_t* rec, int h, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
+                      __m256 acc[NT]) {
+        const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
+        const int8_t* xq[NT];
+        __m256i p[NT];
+        for (int t = 0; t < NT; ++t) {
+            xq[t] = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
+            p[t] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 8; ++j) {
+            const __m256i w = _mm256_xor_si256(load32(rec + 2 * kRows16 + 64 * j + 32 * h), bias);
+            const __m256i aw = _mm256_sign_epi8(w, w);  // |w|
+            for (int t = 0; t < NT; ++t) {
+                const __m256i pairs = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(broadcast4(xq[t] + 4 * j), w));
+                p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+        const __m256 dw = load_halfs(rec + 2 * kHalf * h);
+        for (int t = 0; t < NT; ++t)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(dw, _mm256_set1_ps(P[t * nb + b].d)), acc[t]);
+    }
+};
+
+// Q4_0 / Q5_0 x Q8_0. Record: d[16] | (Q5_0: m[8] fifth-bit masks) | q[4][64] nibbles.
+template <class B>
+struct kernel_nibbles {
+    static constexpr bool q5 = std::is_same<B, block_q5_0>::value;
+    static constexpr int block_elems = QK;
+    static constexpr size_t record_bytes = kRows16 * sizeof(B);
+    static constexpr int max_tile = 4;
+    using prep = rows16_prep_legacy;
+    static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
+        rows16_prepare_legacy<q5 ? 16 : 8>(nb, X, xs, n_tok, P);
+    }
+
+    // Elements 4j..4j+3 of the half's 8 rows, unsigned as stored.
+    static inline __m256i weights(const uint8_t* rec, int h, int j) {
+        const uint8_t* q = rec + 2 * kRows16 + (q5 ? 64 : 0) + 64 * (j % 4) + 32 * h;
+        const __m256i v = j < 4 ? load32(q) : _mm256_srli_epi16(load32(q), 4);
+        const __m256i w = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+        if constexpr (!q5) return w;
+        uint32_t m;
+        std::memcpy(&m, rec + 2 * kRows16 + 8 * j + 4 * h, 4);
+        return _mm256_or_si256(w, _mm256_and_si256(expand_bits32(m), _mm256_set1_epi8(0x10)));
+    }
+
+    template <int NT>
+    static void block(const uint8_t* rec, int h, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
+                      __m256 acc[NT]) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        const int8_t* xq[NT];
+        __m256i p[NT];
+        for (int t = 0; t < NT; ++t) {
+            xq[t] = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
+            p[t] = _mm256_set1_epi32(P[t * nb + b].corr);
+        }
+        for (int j0 = 0; j0 < 8; j0 += 4) {
+            __m256i s16[NT];
+            for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+            for (int j = j0; j < j0 + 4; ++j) {
+                const __m256i w = weights(rec, h, j);
+                for (int t = 0; t < NT; ++t)
+                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 4 * j)));
+            }
+            for (int t = 0; t < NT; ++t) p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(s16[t], ones));
+        }
+        const __m256 dw = load_halfs(rec + 2 * kHalf * h);
+        for (int t = 0; t < NT; ++t)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(dw, _mm256_set1_ps(P[t * nb + b].d)), acc[t]);
+    }
+};
+
+// Q4_K x Q8_K. Record: d[16] | dmin[16] | sc[8][16] | m[4][32] | q[4][8][64] (rows16.h).
+struct kernel_q4_k {
+    static constexpr int block_elems = QK_K;
+    static constexpr size_t record_bytes = kRows16Q4kRecord;
+    static constexpr int max_tile = 4;
+    using prep = rows16_prep_q4_k;
+    static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
+        rows16_prepare_q4_k(nb, X, xs, n_tok, P);
+    }
+
+    template <int NT>
+    static void block(const uint8_t* rec, int h, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
+                      __m256 acc[NT]) {
+        const __m256i lo4 = _mm256_set1_epi8(0x0f);
+        const int8_t* xq[NT];
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) {
+            xq[t] = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs;
+            isum[t] = _mm256_setzero_si256();
+        }
+        for (int s = 0; s < 8; ++s) {
+            // sub-block s: chunk s / 2, low nibbles when s is even
+            __m256i s16[NT];
+            for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; ++j) {
+                const __m256i q = load32(rec + 320 + 64 * (8 * (s / 2) + j) + 32 * h);
+                const __m256i w = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(q, 4) : q, lo4);
+                for (int t = 0; t < NT; ++t)
+                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j)));
+            }
+            // the row's scale in both int16 halves of its lane
+            const __m256i sc32 =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s + kHalf * h)));
+            const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
+            for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+        }
+        const __m256 dw = load_halfs(rec + 2 * kHalf * h), dmin = load_halfs(rec + 32 + 2 * kHalf * h);
+        __m256i m[4];
+        for (int i = 0; i < 4; ++i)
+            m[i] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 192 + 32 * i + 2 * kHalf * h)));
+        for (int t = 0; t < NT; ++t) {
+            const prep& xp = P[t * nb + b];
+            __m256i msum = _mm256_setzero_si256();
+            for (int i = 0; i < 4; ++i)
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(m[i], _mm256_set1_epi32(xp.bs_pairs[i])));
+            const __m256 dx = _mm256_set1_ps(xp.d);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dx), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[t]);
+        }
+    }
+};
+
+// Half h of one group (its first n_valid rows stored) x NT tokens: the records stream through once,
+// block by block, while the tokens' sums stay in registers. The second half finds the group's records
+// in cache, so only the first prefetches.
+template <class K, int NT>
+void run_tile(int64_t nb, const uint8_t* G, int h, const uint8_t* X, size_t xs, const typename K::prep* P, float* Y,
+              int64_t ys, int n_valid) {
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const size_t bytes = nb * K::record_bytes;
+    stream_prefetcher pf(h == 0 ? G : G + bytes, h == 0 ? bytes : bytes / 2, nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        pf.step();
+        K::template block<NT>(G + b * K::record_bytes, h, X, xs, P, nb, b, acc);
+    }
+    if (n_valid >= kHalf) {
+        for (int t = 0; t < NT; ++t) _mm256_storeu_ps(Y + t * ys, acc[t]);
+    } else {
+        const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int t = 0; t < NT; ++t) _mm256_maskstore_ps(Y + t * ys, keep, acc[t]);
+    }
+}
+
+// The tiles of rows16_tiles.h's driver: each half of each group.
+template <class K, int NT>
+void groups_loop(int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
+                 const typename K::prep* P, float* Y, int64_t ys) {
+    for (int r = 0; r < n_rows; r += kRows16)
+        for (int h = 0; h < 2 && r + kHalf * h < n_rows; ++h)
+            run_tile<K, NT>(nb, W + r * ws, h, X, xs, P, Y + r + kHalf * h, ys, n_rows - r - kHalf * h);
+}
+
+}  // namespace
+
+gemm_fn gemm_kernel_rows16_avx2(ggml_type w_type) {
+    switch (w_type) {
+        case ggml_type::Q8_0: return gemm_rows16<kernel_q8_0>;
+        case ggml_type::Q4_0: return gemm_rows16<kernel_nibbles<block_q4_0>>;
+        case ggml_type::Q5_0: return gemm_rows16<kernel_nibbles<block_q5_0>>;
+        case ggml_type::Q4_K: return gemm_rows16<kernel_q4_k>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace quant
+}  // namespace specgen
