@@ -4,7 +4,7 @@
 // float work of a block (convert, scale, fma) is one vector operation each for 16 rows. Batched steps
 // are compute-bound on that float work (docs/DESIGN.md section 6.1): per 16 rows x 32 elements and
 // token this spends 11 vector operations where one row per pair of blocks spends 32. AVX2 reads the
-// same records eight rows per ymm (vpmaddubsw + vpmaddwd for vpdpbusd; rows16_avx2.cpp): 1.8-2.4x the
+// same records eight rows per ymm (vpmaddubsw + vpmaddwd for vpdpbusd; rows16_avx2.cpp): 1.7-2.5x the
 // GGUF-layout kernels' throughput on Q5_0 / Q4_K from one token up (tools/bench_matmul.py).
 //
 // Layout: groups of 16 rows (the last group padded with zero rows); group g holds rows 16g..16g+15 and

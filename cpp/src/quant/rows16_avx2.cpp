@@ -53,6 +53,16 @@ inline __m256i expand_bits32(uint32_t m) {
     return _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1));
 }
 
+// acc[t] += float(p[t]) * (d_w * d_x) for the half's 8 rows (d_w at dw_at, 8 fp16) and NT tokens
+// (d_x from their preparation): a block's float work, the order of rows16.h.
+template <int NT, class Prep>
+inline void add_scaled_block(const uint8_t* dw_at, const Prep* P, int64_t nb, int64_t b, const __m256i p[NT],
+                             __m256 acc[NT]) {
+    const __m256 dw = load_halfs(dw_at);
+    for (int t = 0; t < NT; ++t)
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(dw, _mm256_set1_ps(P[t * nb + b].d)), acc[t]);
+}
+
 // Kernel policies (rows16_tiles.h) with block<NT>(rec, h, ...): adds half h of record `rec`, block b,
 // to the NT tokens' accumulators.
 
@@ -84,9 +94,7 @@ struct kernel_q8_0 {
                 p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(pairs, ones));
             }
         }
-        const __m256 dw = load_halfs(rec + 2 * kHalf * h);
-        for (int t = 0; t < NT; ++t)
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(dw, _mm256_set1_ps(P[t * nb + b].d)), acc[t]);
+        add_scaled_block<NT>(rec + 2 * kHalf * h, P, nb, b, p, acc);
     }
 };
 
@@ -133,9 +141,7 @@ struct kernel_nibbles {
             }
             for (int t = 0; t < NT; ++t) p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(s16[t], ones));
         }
-        const __m256 dw = load_halfs(rec + 2 * kHalf * h);
-        for (int t = 0; t < NT; ++t)
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(dw, _mm256_set1_ps(P[t * nb + b].d)), acc[t]);
+        add_scaled_block<NT>(rec + 2 * kHalf * h, P, nb, b, p, acc);
     }
 };
 
@@ -192,8 +198,9 @@ struct kernel_q4_k {
 };
 
 // Half h of one group (its first n_valid rows stored) x NT tokens: the records stream through once,
-// block by block, while the tokens' sums stay in registers. The second half finds the group's records
-// in cache, so only the first prefetches.
+// block by block, while the tokens' sums stay in registers. The first half reads every cache line of
+// the group (a record row holds both halves) and prefetches the rest of it; the second half finds the
+// group in cache and prefetches the next group's first half, so no group starts cold.
 template <class K, int NT>
 void run_tile(int64_t nb, const uint8_t* G, int h, const uint8_t* X, size_t xs, const typename K::prep* P, float* Y,
               int64_t ys, int n_valid) {

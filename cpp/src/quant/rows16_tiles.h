@@ -8,7 +8,7 @@
 // groups_loop<K, NT>, which computes rows [0, n_rows) of W for NT tokens group by group.
 
 // Q8_0 / Q5_0 / Q4_0 x Q8_0: the activation scale and, for kernels that multiply the weights as
-// stored (unsigned, + OFFSET), the correction -OFFSET * the block's sum of x.
+// stored (unsigned, + OFFSET), the correction -OFFSET * the block's sum of x (OFFSET 0: none, 0).
 struct rows16_prep_legacy {
     int32_t corr;
     float d;
@@ -20,6 +20,10 @@ void rows16_prepare_legacy(int64_t nb, const uint8_t* X, size_t xs, int n_tok, r
     for (int t = 0; t < n_tok; ++t)
         for (int64_t b = 0; b < nb; ++b) {
             const block_q8_0& xb = reinterpret_cast<const block_q8_0*>(X + t * xs)[b];
+            if constexpr (OFFSET == 0) {
+                P[t * nb + b] = {0, _cvtsh_ss(xb.d)};
+                continue;
+            }
             // sum of x = sum of (x + 128) - 32 * 128, the former by sums of absolute differences
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
             const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, bias), zero);

@@ -191,7 +191,8 @@ int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t
     const double saving = double(remaining) * (1 / plain - 1 / rate);
     int best = 0;
     double best_gain = 0;
-    for (int k = std::min(8, kept); k > 0; k = k == kept ? 0 : std::min(k + 8, kept)) {
+    for (int step = 8; step - 8 < kept; step += 8) {
+        const int k = std::min(step, kept);  // the last step takes every kept row
         const double gain = saving * (1 - std::exp(-k / 12.0)) - costs_.head_seconds(k) * time_scale(auto_method::none);
         if (gain > best_gain) best = k, best_gain = gain;
     }
