@@ -262,15 +262,18 @@ def test_no_seeding_without_a_self_drafter_round(model_path, plain_tokens, tmp_p
         g.close()
 
 
-def test_seeding_waits_for_a_request_that_repays_it(model_path, plain_tokens, tmp_path, monkeypatch):
-    """S is seeded (the full head over the last prompt rows) only when the self drafter's predicted
-    saving over the tokens the request may still generate exceeds the head's time over the rows: a
-    3-token request drafts with S unseeded, a 32-token one seeds it. Both draft with the self drafter,
-    and the output is plain decoding's."""
+@pytest.mark.parametrize("seed_head", ["full", "frequent"])
+def test_seeding_waits_for_a_request_that_repays_it(model_path, plain_tokens, tmp_path, monkeypatch, seed_head):
+    """S is seeded (the seed head over the last prompt rows) only when the self drafter's predicted
+    saving over the tokens the request may still generate exceeds the head's time over the rows. With
+    the full head (no frequency table) a 3-token request drafts with S unseeded and a 32-token one seeds
+    it; the head over the 16384 most frequent ids costs a sixteenth of that, and the 3-token request
+    seeds too (its slot then keeps the rows' top-k for the next request with this prompt). All draft
+    with the self drafter, and the output is plain decoding's."""
     _costs(tmp_path, monkeypatch, 1e-6)
-    g = _auto(model_path, monkeypatch)
+    g = _auto(model_path, monkeypatch, **({"frspec_path": ""} if seed_head == "full" else {}))
     try:
-        for max_tokens, seeds in ((3, False), (N, True)):
+        for max_tokens, seeds in ((3, False), (N, True)) if seed_head == "full" else ((3, True),):
             gen, _ = g._start(PROMPTS[0], exclusive=True, max_tokens=max_tokens, temperature=0)
             methods = set()
             while not gen.done:
@@ -306,11 +309,13 @@ def test_partly_seeded_rows_seed_the_next_request(model_path, plain_tokens, tmp_
     pays for no more); the slot still keeps every row's hidden state unseeded, so the next request with
     the same prompt reuses the cached rows and seeds S from them again. Where the split between "the
     last few rows" and "all of them" falls depends on the machine's timing correction, so budgets of
-    6..16 tokens are tried, each on a fresh Generator; at least one seeds partly."""
+    6..16 tokens are tried, each on a fresh Generator; at least one seeds partly. The full head (no
+    frequency table): the seed head over the frequent ids is cheap enough that such requests seed
+    every row."""
     _costs(tmp_path, monkeypatch, 1e-6)
     seeded = []
     for max_tokens in range(6, 17, 2):
-        g = _auto(model_path, monkeypatch)
+        g = _auto(model_path, monkeypatch, frspec_path="")
         try:
             short = g.generate(PROMPTS[1], max_tokens=max_tokens, temperature=0)
             assert short.tokens == plain_tokens[1][:max_tokens]

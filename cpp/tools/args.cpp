@@ -78,9 +78,10 @@ speculative decoding (lossless: greedy output is identical to plain decoding):
        --verify token|block   verification: token-wise or block/HSD (default: block)
        --nanospec             draft head over the in-context vocabulary (NanoSpec)
        --nanospec-capacity N  most ids in that vocabulary (default: 3072)
-       --nanospec-topk K      target top-K ids added to it per prompt/verified row (default: 3)
+       --nanospec-topk K      target top-K ids added to it per prompt/verified row (default: 16)
        --frspec N             FR-Spec baseline: draft head over the N most frequent tokens
-       --frspec-path FILE     FR-Spec frequency table (default: the one shipped for Gemma 3)
+       --frspec-path FILE     token frequency table for --frspec and NanoSpec's prompt seed
+                              (default: the one shipped for Gemma 3)
        --ssd                  draft concurrently with verification (Saguaro; needs --draft self or -md)
        --ssd-fanout N         SSD bonus candidates per outcome (default: 4)
        --ssd-schedule S       SSD fan-out schedule: uniform|geometric (default: uniform)

@@ -159,7 +159,9 @@ class Generator:
     prompt, the target's top ``nanospec_topk`` ids at every prompt and verified position, and the
     drafted and emitted tokens);
     ``frspec=N`` over the N most frequent ids of ``frspec_path`` (default: the table shipped for
-    Gemma 3's tokenizer, specgen/data). Both stay lossless. With ``draft="self"`` and all layers,
+    Gemma 3's tokenizer, specgen/data). NanoSpec's prompt seed takes the target's top-k over the
+    table's 16384 most frequent ids when the table is for the model's vocabulary (else, or with
+    ``frspec_path=""``, over the full head). Both stay lossless. With ``draft="self"`` and all layers,
     verification reuses the drafter's hidden states (``reuse_draft_hidden``) and runs only the head.
 
     ``device`` is "cpu", "cuda" or "cuda:N": on CUDA the weights, KV caches and activations live in
@@ -242,8 +244,9 @@ class Generator:
         p.ssd_backup = _choice("ssd_backup", ssd_backup, _core.SsdBackup)
         p.type_k = _choice("type_k", type_k, _core.KvType)
         p.type_v = _choice("type_v", type_v, _core.KvType)
-        if p.frspec > 0:
-            p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
+        # The frequency table also ranks the ids NanoSpec's prompt seed runs over (a table for another
+        # vocabulary is left out there: the full head seeds); "" for none.
+        p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
         # a draft model is looked up.
         p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))

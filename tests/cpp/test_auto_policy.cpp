@@ -101,8 +101,15 @@ void test_request_hazard() {
     policy.begin(prompt(), 0.0f);
     policy.observe(auto_method::self_nanospec, 8, 8, 1, 0.05, 0.05);
     const auto_round r{400, 0, 0, 64};
-    const auto_choice c = policy.predict(auto_method::self_nanospec, r);
-    check(c.gamma >= 3, "after one failure at position 2 the self drafter still drafts >= 3: " + std::to_string(c.gamma));
+    const int first = policy.predict(auto_method::self_nanospec, r).gamma;
+    check(first >= 2, "after one failure at position 2 the self drafter drafts position 2 again: g = " + std::to_string(first));
+    // ... and, accepting what it drafts from then on, back to long rounds within a few.
+    int g = first;
+    for (int round = 0; round < 6; ++round) {
+        policy.observe(auto_method::self_nanospec, g, g, g, 0.05, 0.05);
+        g = policy.predict(auto_method::self_nanospec, r).gamma;
+    }
+    check(g >= 6, "six fully accepted rounds after the failure: g = " + std::to_string(g) + " (first " + std::to_string(first) + ")");
 }
 
 void test_ngram_order_per_request() {
@@ -168,6 +175,9 @@ void test_seed_rows_by_remaining_tokens() {
     check(all == 64, "1000 tokens to go seed every kept row: " + std::to_string(all));
     check(some > 0 && some < 64, "6 tokens to go seed the last few rows: " + std::to_string(some));
     check(none == 0, "1 token to go seeds nothing: " + std::to_string(none));
+    const int cheap = policy.seed_rows(self, r, 6, 64, 1.0 / 16);
+    check(cheap > some, "a seed head over a sixteenth of the ids seeds more rows: " + std::to_string(cheap) + " against " +
+                            std::to_string(some));
     auto_choice slow = self;
     slow.predicted_seconds = 10;  // no faster than plain decoding: seeding saves nothing
     check(policy.seed_rows(slow, r, 1000, 64) == 0, "a self drafter slower than plain decoding seeds nothing");

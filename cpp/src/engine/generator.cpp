@@ -44,6 +44,7 @@ generator::generator(const generator_params& params) : params_(params), verifier
                                         kv_ggml(params_.type_v));
     cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     verifier_ = verifier(model_->hp().n_vocab);
+    seed_vocab_ = make_seed_vocab(params_, *model_);
     const char* check = std::getenv("SPECGEN_CHECK_REUSE");
     check_reuse_ = check && *check && std::string(check) != "0";
     sched_ = std::make_shared<scheduler>(*this);  // builds one speculator per slot, starts the engine thread

@@ -151,13 +151,20 @@ int generation::add_prefill(batch& b, int max_rows) {
 void generation::topk_rows(const float* hidden, int n, int row0, std::vector<float>& scratch) {
     generator& g = *gen_;
     const auto t_head = clock_type::now();
-    const int n_vocab = g.n_vocab(), E = g.target().hp().n_embd;
-    scratch.resize(size_t(std::min(kVocabHeadChunk, n)) * n_vocab);
+    // Over the seed head's frequent ids when the generator has one (docs/ALGORITHMS.md section 3).
+    const draft_vocab* seed = g.seed_vocab_.get();
+    const int n_cols = seed ? seed->size() : g.n_vocab(), E = g.target().hp().n_embd;
+    scratch.resize(size_t(std::min(kVocabHeadChunk, n)) * n_cols);
     for (int r = 0; r < n; r += kVocabHeadChunk) {
         const int c = std::min(kVocabHeadChunk, n - r);
-        g.eval_->logits(hidden + size_t(r) * E, c, scratch.data());
-        for (int j = 0; j < c; ++j)
-            top_ids(scratch.data() + size_t(j) * n_vocab, n_vocab, topk_k_, &topk_[size_t(row0 + r + j) * topk_k_]);
+        if (seed) seed->logits(*g.backend_, hidden + size_t(r) * E, c, scratch.data());
+        else g.eval_->logits(hidden + size_t(r) * E, c, scratch.data());
+        for (int j = 0; j < c; ++j) {
+            int32_t* top = &topk_[size_t(row0 + r + j) * topk_k_];
+            top_ids(scratch.data() + size_t(j) * n_cols, n_cols, topk_k_, top);
+            if (seed)
+                for (int q = 0; q < topk_k_; ++q) top[q] = seed->ids()[top[q]];
+        }
     }
     stats_.nanospec_prefill_seconds += seconds_since(t_head);
 }
@@ -186,6 +193,7 @@ void generation::prefill_done_rows(int m, const float* hidden, std::vector<float
         // The step's scratch outlives the request's rounds (the scheduler's or this request's own).
         if (!seed_hidden_.empty()) request.seed_prompt_topk = [this, &scratch](int n) { seed_prompt_topk(scratch, n); };
         request.n_seed_rows = int(seed_hidden_.size() / size_t(gen_->target().hp().n_embd));
+        request.seed_share = gen_->seed_vocab_ ? double(gen_->seed_vocab_->size()) / gen_->n_vocab() : 1.0;
         request.max_tokens = params_.max_tokens;
         slot_->spec->begin(history_, request, give ? topk_.data() + size_t(first) * topk_k_ : nullptr,
                            give ? prompt_rows() - first : 0, stats_);

@@ -142,4 +142,13 @@ std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, co
     return nullptr;
 }
 
+std::unique_ptr<draft_vocab> make_seed_vocab(const generator_params& params, const model& m) {
+    if (!params.nanospec && params.draft_type != draft_kind::automatic) return nullptr;
+    const std::vector<int32_t> ids = read_frspec_table_if_fits(params.frspec_path, m.hp().n_vocab, kSeedIds);
+    if (int32_t(ids.size()) < params.nanospec_topk) return nullptr;  // too few ids to rank a top-k from
+    auto v = std::make_unique<draft_vocab>(draft_vocab::kind::frspec, m.output(), int32_t(ids.size()), m.hp().final_softcap);
+    v->add(ids.data(), int64_t(ids.size()));
+    return v;
+}
+
 }  // namespace specgen

@@ -117,6 +117,13 @@ class model;
 // (full head). n_target_vocab: the target's ids (set_target_vocab). Each speculator owns one (speculative/speculator.h).
 std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m, int32_t n_target_vocab);
 
+// NanoSpec's prompt seed (docs/ALGORITHMS.md section 3): the target's top-k at the prompt rows is taken
+// over the kSeedIds most frequent ids of params.frspec_path's table, a sixteenth of Gemma 3's head
+// (measured on the preset prompts: prefill with NanoSpec 0.40x -> 0.91x plain, decode unchanged).
+// Null (the full head seeds S) when no speculator seeds S or the table is not for m's vocabulary.
+constexpr int32_t kSeedIds = 16384;
+std::unique_ptr<draft_vocab> make_seed_vocab(const generator_params& params, const model& m);
+
 // Ids of the k largest logits, best first (ties: lowest id).  logits: [n_vocab], out: [k], 1 <= k <= n_vocab
 void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out);
 

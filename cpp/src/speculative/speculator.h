@@ -49,6 +49,7 @@ struct speculation_request {
     // add_prompt_topk(). Empty: none to run.
     std::function<void(int n)> seed_prompt_topk;
     int n_seed_rows = 0;       // the prompt rows kept for it
+    double seed_share = 1;     // the share of the full head's rows it runs (its seed head's ids / n_vocab)
     int64_t max_tokens = -1;   // the request's token budget (-1: until EOS or the context is full)
 };
 

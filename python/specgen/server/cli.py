@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--verify", choices=["token", "block"], default="block")
     g.add_argument("--nanospec", action="store_true")
     g.add_argument("--nanospec-capacity", type=int, default=3072)
-    g.add_argument("--nanospec-topk", type=int, default=3)
+    g.add_argument("--nanospec-topk", type=int, default=16)
     g.add_argument("--frspec", type=int, default=0)
     g.add_argument("--frspec-path", default=None)
     g.add_argument("--ssd", action="store_true")

@@ -106,7 +106,7 @@ public:
             // or after the first token, so a request that never drafts with S never pays for it. The
             // head is not this round's cost: the timing starts after it.
             const int64_t remaining = request_.max_tokens < 0 ? INT64_MAX : request_.max_tokens - n_emitted_;
-            if (const int rows = policy_.seed_rows(c, round, remaining, request_.n_seed_rows); rows > 0) {
+            if (const int rows = policy_.seed_rows(c, round, remaining, request_.n_seed_rows, request_.seed_share); rows > 0) {
                 request_.seed_prompt_topk(rows);
                 request_.seed_prompt_topk = nullptr;
                 t_round_ = clock_type::now();

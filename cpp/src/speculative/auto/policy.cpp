@@ -19,6 +19,7 @@ constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's pr
 constexpr double kContinuationPrior = 0.95;
 constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer get the pooled rate as their prior
 constexpr double kHazardWeight = 10;      // pseudo-positions a request's own later-position failures are shrunk with
+constexpr double kStopWeight = 30;        // ... and its self drafter's stops
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
 constexpr double kTimingWeight = 0.05;    // predicted seconds the global timing correction's prior (1) counts for
 constexpr double kMethodTimingWeight = 0.1;  // predicted seconds a method's correction's prior (the global one) counts for
@@ -109,6 +110,16 @@ auto& auto_policy::later(Carried& kept, auto_method m, int ngram_order) {
     return kept.later[size_t(m)];
 }
 
+double auto_policy::shrunk_ratio(double observed, double expected, double positions, double weight, double z) {
+    // observed / expected, shrunk towards 1 with `weight` pseudo-positions at the request's mean
+    // expected rate per position (1 - kContinuationPrior before any).
+    const double rate = positions > 0 ? expected / positions : 1 - kContinuationPrior;
+    const double o = observed + weight * rate, e = expected + weight * rate;
+    if (!(e > 0)) return 1;  // nothing was expected (a drafter that never stopped so far)
+    // Observed events are counts: their standard error is about sqrt(o).
+    return std::max(0.0, o - z * std::sqrt(o)) / e;
+}
+
 double auto_policy::request_hazard(auto_method m, double z) const {
     // The later positions' rates are kept across requests, but a request's difficulty is its own: a
     // code prompt whose self rounds accepted every token was drafted at g = 5-6 on the kept rates where
@@ -116,13 +127,11 @@ double auto_policy::request_hazard(auto_method m, double z) const {
     // scaled by this request's failures over the failures the kept rates expected at the positions its
     // rounds reached (observed over expected, so copies of every match order can be pooled), shrunk
     // towards 1 with kHazardWeight pseudo-positions at the request's mean expected failure rate.
+    // With z standard errors of optimism: without it a request whose first self round failed at
+    // position 2 (hazard 2.7) drafted g = 1 for its 20 remaining rounds: those reach no later
+    // position, so nothing lowered the hazard again.
     const tracker& t = t_[size_t(m)];
-    const double rate = t.later_reached > 0 ? t.later_expected_failures / t.later_reached : 1 - kContinuationPrior;
-    const double failed = t.later_failed + kHazardWeight * rate, expected = t.later_expected_failures + kHazardWeight * rate;
-    // Failures are counts: their standard error is about sqrt(failed). Without it a request whose first
-    // self round failed at position 2 (hazard 2.7) drafted g = 1 for its 20 remaining rounds: those reach
-    // no later position, so nothing lowered the hazard again.
-    return std::max(0.0, failed - z * std::sqrt(failed)) / expected;
+    return shrunk_ratio(t.later_failed, t.later_expected_failures, t.later_reached, kHazardWeight, z);
 }
 
 double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_order) const {
@@ -151,17 +160,32 @@ double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_or
         p = (c.passed + c.weight * c.prior) / n;
         if (k > 0) p = std::clamp(1 - (1 - p) * hazard, 0.0, 1.0);
         // A position yields a token when it is drafted (the drafter may stop before it) and accepted.
-        run *= draft_continuation(m, k) * std::min(1.0, p + z * std::sqrt(p * (1.0 - p) / n));
+        run *= draft_continuation(m, k, z) * std::min(1.0, p + z * std::sqrt(p * (1.0 - p) / n));
         e += run;
     }
     return e;
 }
 
-double auto_policy::draft_continuation(auto_method m, int k) const {
-    // Only the self drafter stops early (below draft_p_min over S); prior 1: no stop until one is seen.
+double auto_policy::kept_continuation(int k) const {
+    // Prior 1: no stop until one is seen.
     const later_positions& d = carried_[regime_].self_drafting;
-    if (m != auto_method::self_nanospec || k >= int(d.reached.size())) return 1;
+    if (k >= int(d.reached.size())) return 1;
     return (d.passed[size_t(k)] + kPositionWeight) / (d.reached[size_t(k)] + kPositionWeight);
+}
+
+double auto_policy::draft_continuation(auto_method m, int k, double z) const {
+    // Only the self drafter stops early (below draft_p_min over S). Where it stops depends on the text
+    // like acceptance does: a code prompt whose self rounds drafted and accepted all 7 tokens was
+    // predicted 4.7 tokens per round on the stops the other prompts left in the kept rates, and lost
+    // rounds to n-gram copies predicted faster. So the kept stop rate 1 - d_k is scaled by this
+    // request's stops over those the kept rates expected, shrunk like request_hazard but with
+    // kStopWeight pseudo-positions: with kHazardWeight's 10, the three stops in the first three self
+    // rounds of a code prompt put the self drafter at plain decoding's rate for the rest of it (0.88x
+    // fixed NanoSpec there, where it went on drafting 3.2 tokens per round).
+    if (m != auto_method::self_nanospec) return 1;
+    const tracker& t = t_[size_t(m)];
+    const double hazard = shrunk_ratio(t.stops, t.expected_stops, t.stop_positions, kStopWeight, z);
+    return std::clamp(1 - (1 - kept_continuation(k)) * hazard, 0.0, 1.0);
 }
 
 double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
@@ -178,9 +202,10 @@ double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
     return seconds + reach * costs_.round_seconds(m, g, n_ids);
 }
 
-int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t remaining, int kept) const {
-    // Seeding runs the full head over the kept rows (up to 64: 34 ms on an AVX-512 VNNI core pair,
-    // 100-220 ms on an AVX2 one, a quarter of a 64-token request's decode there). Over the tokens the
+int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t remaining, int kept, double share) const {
+    // Seeding runs the seed head (a share of the full head's rows) over the kept rows (the full head
+    // over 64 rows: 34 ms on an AVX-512 VNNI core pair, 100-220 ms on an AVX2 one, a quarter of a
+    // 64-token request's decode there; the 16384-id seed head a sixteenth of it). Over the tokens the
     // request may still generate, the self drafter saves remaining (1 / r_0 - 1 / r_s) against plain
     // decoding; the last k rows earn about the share 1 - exp(-k / 12) of what all of them give (fixed
     // NanoSpec at T=0 drafted 3.79 / 5.10 / 5.56 tokens per round seeded from 0 / 16 / 64 rows). The k
@@ -193,7 +218,7 @@ int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t
     double best_gain = 0;
     for (int step = 8; step - 8 < kept; step += 8) {
         const int k = std::min(step, kept);  // the last step takes every kept row
-        const double gain = saving * (1 - std::exp(-k / 12.0)) - costs_.head_seconds(k) * time_scale(auto_method::none);
+        const double gain = saving * (1 - std::exp(-k / 12.0)) - share * costs_.head_seconds(k) * time_scale(auto_method::none);
         if (gain > best_gain) best = k, best_gain = gain;
     }
     return best;
@@ -225,31 +250,36 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
         best.score = rate > 0 ? 1 - rate * best.predicted_seconds : best.tokens_per_second();
         return best;
     }
-    best.method = m;
     const double scale = time_scale(m);
-    // The method is compared by its best mean rate (score); its g is the one with the best
-    // optimistic rate (each position's rate one standard error up), so a position rejected in its
-    // first rounds is drafted again until it is measured: on the mean, one early rejection held the
-    // self drafter at g = 1 for the rest of a T=1 request (0.8x NanoSpec's fixed gamma). Optimism in
-    // the choice of method as well cost more in exploring rounds than it found (0.8x on code).
+    // The round drafts the g with the best optimistic merit (each position's rate one standard error
+    // up), so a position rejected in its first rounds is drafted again until it is measured: on the
+    // mean, one early rejection held the self drafter at g = 1 for the rest of a T=1 request (0.8x
+    // NanoSpec's fixed gamma). But it explores only among the g whose mean merit is at least plain
+    // decoding's, and the method competes with the mean merit of the g it drafts: scored by its best g
+    // and drafted at the optimistic one, n-gram copies after a 1-token suffix were scored at g = 1
+    // (1.6 tokens in 15 ms) and drafted at g = 7 (2 tokens in 31 ms, below plain decoding), and won
+    // rounds from self rounds of 8 accepted tokens. (Optimism in the mean itself cost more in
+    // exploring rounds than it found: 0.8x on code.)
     auto merit = [rate](double tokens, double seconds) { return rate > 0 ? tokens - rate * seconds : tokens / seconds; };
-    double best_optimistic = 0, best_mean = 0;
+    const double plain = predict(auto_method::none, r, rate).score;
+    auto_choice best_mean_choice;  // the g of the best mean merit: drafted when no g reaches plain's
+    double best_optimistic = 0;
     for (int g = 1; g <= g_max; ++g) {
         auto_choice c;
         c.method = m;
         c.gamma = g;
         c.predicted_tokens = expected_tokens(m, g, 0.0, r.ngram_order);
         c.predicted_seconds = expected_seconds(m, g, r.n_ids) * scale;
-        const double mean = merit(c.predicted_tokens, c.predicted_seconds);
-        if (g == 1 || mean > best_mean) best_mean = mean;
+        c.score = merit(c.predicted_tokens, c.predicted_seconds);
+        if (g == 1 || c.score > best_mean_choice.score) best_mean_choice = c;
+        if (c.score < plain) continue;
         const double optimistic = merit(expected_tokens(m, g, kExplore, r.ngram_order), c.predicted_seconds);
         if (best.gamma == 0 || optimistic > best_optimistic) {
             best = c;
             best_optimistic = optimistic;
         }
     }
-    best.score = best_mean;
-    return best;
+    return best.gamma > 0 ? best : best_mean_choice;
 }
 
 auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
@@ -292,9 +322,16 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         c.self_first_reached = kDecay * c.self_first_reached + 1;
         c.self_first_passed = kDecay * c.self_first_passed + (n_accepted > 0 ? 1 : 0);
     }
-    // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not.
-    if (gamma > 0 && m == auto_method::self_nanospec)
-        carried_[regime_].self_drafting.count(0, std::min(gamma, drafted + 1), drafted);
+    // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not. This
+    // request's stops are compared with what the kept rates expected before this round.
+    if (gamma > 0 && m == auto_method::self_nanospec) {
+        tracker& t = t_[size_t(m)];
+        const int reached = std::min(gamma, drafted + 1);
+        for (int k = 0; k < reached; ++k) t.expected_stops += 1 - kept_continuation(k);
+        t.stop_positions += reached;
+        t.stops += drafted < gamma ? 1 : 0;
+        carried_[regime_].self_drafting.count(0, reached, drafted);
+    }
     if (predicted_seconds > 0 && seconds > 0) {
         carried& c = carried_[regime_];
         for (int i = 0; i < kAutoMethods; ++i) {

@@ -23,7 +23,7 @@ struct auto_choice {
     int gamma = 0;
     double predicted_tokens = 1;   // E[tokens per round]
     double predicted_seconds = 0;  // the round's predicted time (timing-corrected)
-    double score = 0;              // what choose() compares: the method's best mean tokens per second (or gain, predict())
+    double score = 0;              // what choose() compares: the mean tokens per second (or gain) at gamma (predict())
     double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
 };
 
@@ -44,9 +44,10 @@ public:
     // The best method and gamma for the next round. allow_self = false: none or n-gram only (a
     // batched step, auto_speculator.h).
     auto_choice choose(const auto_round& r, bool allow_self = true) const;
-    // The prediction for one method (used by choose() and the forced switches). rate = 0: the method's
-    // score is its best mean rate max_g E(g) / t(g); rate > 0: its best mean gain max_g E(g) - rate t(g),
-    // the tokens a round yields beyond what `rate` would have given in its time.
+    // The prediction for one method (used by choose() and the forced switches): the g it drafts (the
+    // best optimistic merit among the g whose mean merit reaches plain decoding's) and its mean merit
+    // there as the score. rate = 0: the merit is the rate E(g) / t(g); rate > 0: the gain
+    // E(g) - rate t(g), the tokens a round yields beyond what `rate` would have given in its time.
     auto_choice predict(auto_method m, const auto_round& r, double rate = 0) const;
     // A round of `m` chosen at `gamma` drafted `drafted` tokens (fewer: the drafter stopped below
     // draft_p_min), accepted n_accepted of them and took `seconds` (propose to verdict);
@@ -66,11 +67,13 @@ public:
     // stops drafting (below draft_p_min), from how often it went on at each position so far.
     double expected_seconds(auto_method m, int g, int n_ids) const;
     // How many of the `kept` prompt rows to seed S from before the self-drafter round `self` (0: none
-    // yet), with `remaining` tokens left in the request's budget.
-    int seed_rows(const auto_choice& self, const auto_round& r, int64_t remaining, int kept) const;
+    // yet), with `remaining` tokens left in the request's budget; share: the seed head's share of the
+    // full head's rows (speculation_request::seed_share).
+    int seed_rows(const auto_choice& self, const auto_round& r, int64_t remaining, int kept, double share = 1) const;
     // The chance that `m`, having drafted k tokens of a longer round, drafts one more (the self drafter
     // stops where its top probability over S is below draft_p_min; the others never stop).
-    double draft_continuation(auto_method m, int k) const;
+    // z > 0: this request's stops taken z standard errors down (the optimistic estimate).
+    double draft_continuation(auto_method m, int k, double z = 0.0) const;
 
 private:
     static constexpr int kMaxOrder = 8;
@@ -83,6 +86,9 @@ private:
         // The later draft positions (k >= 2) of this request's rounds: how many were reached, how many of
         // those failed, and how many failures the kept rates expected there.
         double later_reached = 0, later_failed = 0, later_expected_failures = 0;
+        // The self drafter's stops (below draft_p_min) in this request's rounds: the positions its rounds
+        // were to draft, the stops, and how many stops the kept continuation rates expected there.
+        double stop_positions = 0, stops = 0, expected_stops = 0;
     };
     // Draft position k's conditional rate before shrinkage: p_k = (passed + weight * prior) / (reached + weight).
     struct position_counts {
@@ -117,6 +123,11 @@ private:
     // z > 0: taken z standard errors down (the optimistic estimate), so a request that failed early at
     // a later position drafts past it again and is measured there.
     double request_hazard(auto_method m, double z) const;
+    // observed / expected events of a request, shrunk towards 1 (request_hazard, draft_continuation);
+    // z > 0: taken z standard errors down.
+    static double shrunk_ratio(double observed, double expected, double positions, double weight, double z);
+    // The self drafter's rate of drafting position k + 1 once it drafted k, over the requests so far.
+    double kept_continuation(int k) const;
     struct carried {
         // The timing correction: per method, round seconds measured and predicted.
         std::array<double, kAutoMethods> measured_s{}, predicted_s{};
