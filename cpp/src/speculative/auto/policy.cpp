@@ -19,7 +19,7 @@ constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's pr
 constexpr double kContinuationPrior = 0.95;
 constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer get the pooled rate as their prior
 constexpr double kHazardWeight = 10;      // pseudo-positions a request's own later-position failures are shrunk with
-constexpr double kStopWeight = 30;        // ... and its self drafter's stops
+constexpr double kStopWeight = 4;         // pseudo-rounds the kept continuation rates count for in a request's own
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
 constexpr double kTimingWeight = 0.05;    // predicted seconds the global timing correction's prior (1) counts for
 constexpr double kMethodTimingWeight = 0.1;  // predicted seconds a method's correction's prior (the global one) counts for
@@ -110,16 +110,6 @@ auto& auto_policy::later(Carried& kept, auto_method m, int ngram_order) {
     return kept.later[size_t(m)];
 }
 
-double auto_policy::shrunk_ratio(double observed, double expected, double positions, double weight, double z) {
-    // observed / expected, shrunk towards 1 with `weight` pseudo-positions at the request's mean
-    // expected rate per position (1 - kContinuationPrior before any).
-    const double rate = positions > 0 ? expected / positions : 1 - kContinuationPrior;
-    const double o = observed + weight * rate, e = expected + weight * rate;
-    if (!(e > 0)) return 1;  // nothing was expected (a drafter that never stopped so far)
-    // Observed events are counts: their standard error is about sqrt(o).
-    return std::max(0.0, o - z * std::sqrt(o)) / e;
-}
-
 double auto_policy::request_hazard(auto_method m, double z) const {
     // The later positions' rates are kept across requests, but a request's difficulty is its own: a
     // code prompt whose self rounds accepted every token was drafted at g = 5-6 on the kept rates where
@@ -127,11 +117,13 @@ double auto_policy::request_hazard(auto_method m, double z) const {
     // scaled by this request's failures over the failures the kept rates expected at the positions its
     // rounds reached (observed over expected, so copies of every match order can be pooled), shrunk
     // towards 1 with kHazardWeight pseudo-positions at the request's mean expected failure rate.
-    // With z standard errors of optimism: without it a request whose first self round failed at
-    // position 2 (hazard 2.7) drafted g = 1 for its 20 remaining rounds: those reach no later
-    // position, so nothing lowered the hazard again.
     const tracker& t = t_[size_t(m)];
-    return shrunk_ratio(t.later_failed, t.later_expected_failures, t.later_reached, kHazardWeight, z);
+    const double rate = t.later_reached > 0 ? t.later_expected_failures / t.later_reached : 1 - kContinuationPrior;
+    const double failed = t.later_failed + kHazardWeight * rate, expected = t.later_expected_failures + kHazardWeight * rate;
+    // Failures are counts: their standard error is about sqrt(failed). Without it a request whose first
+    // self round failed at position 2 (hazard 2.7) drafted g = 1 for its 20 remaining rounds: those reach
+    // no later position, so nothing lowered the hazard again.
+    return std::max(0.0, failed - z * std::sqrt(failed)) / expected;
 }
 
 double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_order) const {
@@ -177,15 +169,17 @@ double auto_policy::draft_continuation(auto_method m, int k, double z) const {
     // Only the self drafter stops early (below draft_p_min over S). Where it stops depends on the text
     // like acceptance does: a code prompt whose self rounds drafted and accepted all 7 tokens was
     // predicted 4.7 tokens per round on the stops the other prompts left in the kept rates, and lost
-    // rounds to n-gram copies predicted faster. So the kept stop rate 1 - d_k is scaled by this
-    // request's stops over those the kept rates expected, shrunk like request_hazard but with
-    // kStopWeight pseudo-positions: with kHazardWeight's 10, the three stops in the first three self
-    // rounds of a code prompt put the self drafter at plain decoding's rate for the rest of it (0.88x
-    // fixed NanoSpec there, where it went on drafting 3.2 tokens per round).
+    // rounds to n-gram copies predicted faster. So each position's rate is this request's own, shrunk
+    // towards the kept rate with kStopWeight pseudo-rounds. (Scaling the kept stop rates by the
+    // request's stops over those expected, as request_hazard does for rejections, saturated at the
+    // first position: free text at T=1 that stops in most rounds was predicted never to draft, and ran
+    // at plain decoding's speed where fixed NanoSpec drafted 1.25 tokens per round, 1.1x faster.)
     if (m != auto_method::self_nanospec) return 1;
     const tracker& t = t_[size_t(m)];
-    const double hazard = shrunk_ratio(t.stops, t.expected_stops, t.stop_positions, kStopWeight, z);
-    return std::clamp(1 - (1 - kept_continuation(k)) * hazard, 0.0, 1.0);
+    if (k >= kMaxDraft) return kept_continuation(k);
+    const double n = t.drafting_reached[size_t(k)] + kStopWeight;
+    const double d = (t.drafting_passed[size_t(k)] + kStopWeight * kept_continuation(k)) / n;
+    return std::min(1.0, d + z * std::sqrt(d * (1 - d) / n));
 }
 
 double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
@@ -323,13 +317,14 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         c.self_first_passed = kDecay * c.self_first_passed + (n_accepted > 0 ? 1 : 0);
     }
     // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not. This
-    // request's stops are compared with what the kept rates expected before this round.
+    // request's own counts are kept beside them (draft_continuation).
     if (gamma > 0 && m == auto_method::self_nanospec) {
         tracker& t = t_[size_t(m)];
         const int reached = std::min(gamma, drafted + 1);
-        for (int k = 0; k < reached; ++k) t.expected_stops += 1 - kept_continuation(k);
-        t.stop_positions += reached;
-        t.stops += drafted < gamma ? 1 : 0;
+        for (int k = 0; k < std::min(reached, kMaxDraft); ++k) {
+            t.drafting_reached[size_t(k)] += 1;
+            t.drafting_passed[size_t(k)] += k < drafted ? 1 : 0;
+        }
         carried_[regime_].self_drafting.count(0, reached, drafted);
     }
     if (predicted_seconds > 0 && seconds > 0) {

@@ -77,6 +77,7 @@ public:
 
 private:
     static constexpr int kMaxOrder = 8;
+    static constexpr int kMaxDraft = 64;  // draft_max's upper bound
     struct tracker {
         double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
         double prior = 0, prior_weight = 0;  // pseudo-counts
@@ -86,9 +87,9 @@ private:
         // The later draft positions (k >= 2) of this request's rounds: how many were reached, how many of
         // those failed, and how many failures the kept rates expected there.
         double later_reached = 0, later_failed = 0, later_expected_failures = 0;
-        // The self drafter's stops (below draft_p_min) in this request's rounds: the positions its rounds
-        // were to draft, the stops, and how many stops the kept continuation rates expected there.
-        double stop_positions = 0, stops = 0, expected_stops = 0;
+        // The self drafter's stops (below draft_p_min) in this request's rounds, per position k: rounds
+        // that had drafted k tokens and were to draft one more, and those that did.
+        std::array<double, kMaxDraft> drafting_reached{}, drafting_passed{};
     };
     // Draft position k's conditional rate before shrinkage: p_k = (passed + weight * prior) / (reached + weight).
     struct position_counts {
@@ -123,9 +124,6 @@ private:
     // z > 0: taken z standard errors down (the optimistic estimate), so a request that failed early at
     // a later position drafts past it again and is measured there.
     double request_hazard(auto_method m, double z) const;
-    // observed / expected events of a request, shrunk towards 1 (request_hazard, draft_continuation);
-    // z > 0: taken z standard errors down.
-    static double shrunk_ratio(double observed, double expected, double positions, double weight, double z);
     // The self drafter's rate of drafting position k + 1 once it drafted k, over the requests so far.
     double kept_continuation(int k) const;
     struct carried {
