@@ -162,6 +162,35 @@ void test_draft_stops_are_not_rejections() {
           "stops yield no tokens: " + std::to_string(policy.expected_tokens(auto_method::self_nanospec, 8)));
 }
 
+void test_stops_are_the_requests_own() {
+    const cost_model costs = reference_costs();
+    auto_policy policy(costs, 8, true);
+    // Earlier requests (free text): half the self rounds stopped before their first token, the rest
+    // after 3 of 8.
+    policy.begin(prompt(), 0.0f);
+    for (int round = 0; round < 40; ++round) policy.observe(auto_method::self_nanospec, 8, round % 2 ? 0 : 3, round % 2 ? 0 : 3, 0.02, 0.02);
+    policy.begin(prompt(), 0.0f);
+    const double kept_first = policy.draft_continuation(auto_method::self_nanospec, 0);
+    const double kept_later = policy.draft_continuation(auto_method::self_nanospec, 3);
+    const double kept_tokens = policy.expected_tokens(auto_method::self_nanospec, 8);
+    // This request (code) drafts and accepts all 8 every round.
+    for (int round = 0; round < 4; ++round) policy.observe(auto_method::self_nanospec, 8, 8, 8, 0.05, 0.05);
+    const double first = policy.draft_continuation(auto_method::self_nanospec, 0);
+    const double later = policy.draft_continuation(auto_method::self_nanospec, 3);
+    check(first > 0.8 && first > kept_first + 0.25, "four rounds without a stop: d_0 " + std::to_string(first) +
+                                                        " against the kept " + std::to_string(kept_first));
+    check(later > kept_later + 0.2, "... and at the later positions: d_3 " + std::to_string(later) + " against " +
+                                        std::to_string(kept_later));
+    check(policy.expected_tokens(auto_method::self_nanospec, 8) > kept_tokens + 2,
+          "predicted tokens per round " + std::to_string(policy.expected_tokens(auto_method::self_nanospec, 8)) +
+              " against the kept rates' " + std::to_string(kept_tokens));
+    // A request that stops at the first position in every round keeps a rate above zero there.
+    policy.begin(prompt(), 0.0f);
+    for (int round = 0; round < 10; ++round) policy.observe(auto_method::self_nanospec, 8, 0, 0, 0.0127, 0.0127);
+    const double stopping = policy.draft_continuation(auto_method::self_nanospec, 0);
+    check(stopping > 0.02 && stopping < kept_first, "ten stops at the first position: d_0 " + std::to_string(stopping));
+}
+
 void test_seed_rows_by_remaining_tokens() {
     cost_model costs = reference_costs();
     costs.body_row = 1e-6;  // self-drafter rounds far faster than plain ones
@@ -190,6 +219,7 @@ int main(int, char**) {
     test_ngram_order_per_request();
     test_recent_rate_prefers_plain_inside_a_copy();
     test_draft_stops_are_not_rejections();
+    test_stops_are_the_requests_own();
     test_seed_rows_by_remaining_tokens();
     if (failures) {
         std::fprintf(stderr, "%d failure(s)\n", failures);

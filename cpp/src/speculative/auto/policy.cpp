@@ -19,7 +19,6 @@ constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's pr
 constexpr double kContinuationPrior = 0.95;
 constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer get the pooled rate as their prior
 constexpr double kHazardWeight = 10;      // pseudo-positions a request's own later-position failures are shrunk with
-constexpr double kStopWeight = 4;         // pseudo-rounds the kept continuation rates count for in a request's own
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
 constexpr double kTimingWeight = 0.05;    // predicted seconds the global timing correction's prior (1) counts for
 constexpr double kMethodTimingWeight = 0.1;  // predicted seconds a method's correction's prior (the global one) counts for
@@ -169,17 +168,27 @@ double auto_policy::draft_continuation(auto_method m, int k, double z) const {
     // Only the self drafter stops early (below draft_p_min over S). Where it stops depends on the text
     // like acceptance does: a code prompt whose self rounds drafted and accepted all 7 tokens was
     // predicted 4.7 tokens per round on the stops the other prompts left in the kept rates, and lost
-    // rounds to n-gram copies predicted faster. So each position's rate is this request's own, shrunk
-    // towards the kept rate with kStopWeight pseudo-rounds. (Scaling the kept stop rates by the
-    // request's stops over those expected, as request_hazard does for rejections, saturated at the
-    // first position: free text at T=1 that stops in most rounds was predicted never to draft, and ran
-    // at plain decoding's speed where fixed NanoSpec drafted 1.25 tokens per round, 1.1x faster.)
+    // rounds to n-gram copies predicted faster. So the first position's rate is this request's own,
+    // shrunk towards the kept one with kPositionWeight pseudo-rounds, and the later positions' kept
+    // stop rates 1 - d_k are scaled by the request's stops there over those they expected (pooled over
+    // the positions, like request_hazard). The first position is not scaled: free text at T=1 stops
+    // there in most rounds, the scaled rate saturated at 0, and auto decoded plainly where fixed
+    // NanoSpec drafted 1.25 tokens per round (1.1x faster). Nor are the later ones estimated apart: a
+    // request's rounds reach each with few counts, and the product of eight shrunk rates held a code
+    // prompt that never stopped at half the tokens it drafted.
     if (m != auto_method::self_nanospec) return 1;
     const tracker& t = t_[size_t(m)];
-    if (k >= kMaxDraft) return kept_continuation(k);
-    const double n = t.drafting_reached[size_t(k)] + kStopWeight;
-    const double d = (t.drafting_passed[size_t(k)] + kStopWeight * kept_continuation(k)) / n;
-    return std::min(1.0, d + z * std::sqrt(d * (1 - d) / n));
+    if (k == 0) {
+        const double n = t.first_drafting_reached + kPositionWeight;
+        const double d = (t.first_drafting_passed + kPositionWeight * kept_continuation(0)) / n;
+        return std::min(1.0, d + z * std::sqrt(d * (1 - d) / n));
+    }
+    const double kept = kept_continuation(k);
+    const double rate = t.later_stop_positions > 0 ? t.later_expected_stops / t.later_stop_positions : 1 - kContinuationPrior;
+    const double stops = t.later_stops + kHazardWeight * rate, expected = t.later_expected_stops + kHazardWeight * rate;
+    if (!(expected > 0)) return kept;  // no stop seen anywhere yet
+    const double hazard = std::max(0.0, stops - z * std::sqrt(stops)) / expected;
+    return std::clamp(1 - (1 - kept) * hazard, 0.0, 1.0);
 }
 
 double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
@@ -321,9 +330,12 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
     if (gamma > 0 && m == auto_method::self_nanospec) {
         tracker& t = t_[size_t(m)];
         const int reached = std::min(gamma, drafted + 1);
-        for (int k = 0; k < std::min(reached, kMaxDraft); ++k) {
-            t.drafting_reached[size_t(k)] += 1;
-            t.drafting_passed[size_t(k)] += k < drafted ? 1 : 0;
+        t.first_drafting_reached += 1;
+        t.first_drafting_passed += drafted > 0 ? 1 : 0;
+        for (int k = 1; k < reached; ++k) {
+            t.later_stop_positions += 1;
+            t.later_expected_stops += 1 - kept_continuation(k);
+            t.later_stops += k == drafted ? 1 : 0;
         }
         carried_[regime_].self_drafting.count(0, reached, drafted);
     }

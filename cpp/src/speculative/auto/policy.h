@@ -77,7 +77,6 @@ public:
 
 private:
     static constexpr int kMaxOrder = 8;
-    static constexpr int kMaxDraft = 64;  // draft_max's upper bound
     struct tracker {
         double accepted = 0, rejected = 0;   // i.i.d. acceptance counts: a = accepted / (accepted + rejected)
         double prior = 0, prior_weight = 0;  // pseudo-counts
@@ -87,9 +86,11 @@ private:
         // The later draft positions (k >= 2) of this request's rounds: how many were reached, how many of
         // those failed, and how many failures the kept rates expected there.
         double later_reached = 0, later_failed = 0, later_expected_failures = 0;
-        // The self drafter's stops (below draft_p_min) in this request's rounds, per position k: rounds
-        // that had drafted k tokens and were to draft one more, and those that did.
-        std::array<double, kMaxDraft> drafting_reached{}, drafting_passed{};
+        // The self drafter's stops (below draft_p_min) in this request's rounds: at the first position the
+        // rounds and those that drafted it; at the later ones the positions its rounds were to draft,
+        // the stops there and how many the kept continuation rates expected.
+        double first_drafting_reached = 0, first_drafting_passed = 0;
+        double later_stop_positions = 0, later_stops = 0, later_expected_stops = 0;
     };
     // Draft position k's conditional rate before shrinkage: p_k = (passed + weight * prior) / (reached + weight).
     struct position_counts {
