@@ -45,30 +45,50 @@ def test_top_ids_matches_numpy(k):
         _core.top_ids(x[:4], 5)
 
 
-def _seed_topk(gen, ids, k):
-    """The engine's prompt seed: the target's top-k over the frequency table's 16384 most frequent ids
-    (speculative/draft_vocab.h), ties to the id ranked more frequent."""
-    from specgen.generator import default_frspec_table
+@pytest.fixture(scope="module")
+def seed_ids(model_path):
+    """The ids the engine's prompt seed ranks its top-k over (speculative/draft_vocab.h)."""
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=64, draft="self", nanospec=True)
+    try:
+        return np.array(g._core.seed_ids, np.int32)
+    finally:
+        g.close()
 
-    frequent = np.array(_core.read_frspec_table(default_frspec_table(), gen.n_vocab, 16384), np.int32)
-    lg = gen.logits(ids)[:, frequent]
-    return frequent[np.argsort(-lg, axis=1, kind="stable")[:, :k]]
+
+def _seed_topk(gen, seed_ids, ids, k):
+    """The engine's prompt seed: the target's top-k over the seed ids, ties to the id ranked first."""
+    lg = gen.logits(ids)[:, seed_ids]
+    return seed_ids[np.argsort(-lg, axis=1, kind="stable")[:, :k]]
+
+
+def test_seed_ids_rank_the_vocabulary(gen, model_path, seed_ids):
+    """16384 ids ranked from the vocabulary alone: the end-of-generation ids, the one-byte tokens (Gemma 3
+    lists its ASCII letters last, at 236743 and up), then the other text tokens by id; no control ids
+    besides the end-of-generation ones."""
+    import gguf
+
+    field = gguf.GGUFReader(model_path).fields["tokenizer.ggml.token_type"]
+    types = np.array([field.parts[i][0] for i in field.data])
+    text = np.isin(types, [1, 4, 6])  # normal, user-defined, byte
+    eog = [int(i) for i in seed_ids[:8] if gen._core.is_eog(int(i))]
+    one_byte = [i for i in np.flatnonzero(text) if len(gen._core.token_bytes(int(i))) == 1]
+    expected = list(dict.fromkeys(eog + one_byte + np.flatnonzero(text).tolist()))[:16384]
+    assert len(eog) >= 2 and 106 in eog  # <eos> and <end_of_turn>
+    assert ord("e") in [gen._core.token_bytes(int(i))[0] for i in one_byte]
+    assert seed_ids.tolist() == expected
 
 
 @pytest.mark.parametrize("k", [3, 16])
-@pytest.mark.parametrize("seed_head", ["frequent", "full"])
-def test_prefill_content_and_order(gen, k, seed_head):
+def test_prefill_content_and_order(gen, seed_ids, k):
     vocab = _core.NanoSpecVocab(gen._core, 3072, top_k=k)
     ids = gen.tokenize(PROMPT)
-    topk = _seed_topk(gen, ids, k) if seed_head == "frequent" else _topk_rows(gen, ids, k)[1]
+    topk = _seed_topk(gen, seed_ids, ids, k)
     vocab.seed(np.array(ids, np.int32), topk[:-1])  # the engine's prefill computes all rows but the last
     got = vocab.ids
     expected = list(dict.fromkeys(ids + [int(t) for rank in range(k) for t in topk[:-1, rank]]))
     assert got == expected
-    # the engine seeds the same set: a request that generates nothing reports |S| (frspec_path="":
-    # no frequency table, the full head seeds)
-    table = {} if seed_head == "frequent" else {"frspec_path": ""}
-    g = specgen.Generator(gen.model_path, n_threads=1, n_ctx=256, draft="self", nanospec=True, nanospec_topk=k, **table)
+    # the engine seeds the same set: a request that generates nothing reports |S|
+    g = specgen.Generator(gen.model_path, n_threads=1, n_ctx=256, draft="self", nanospec=True, nanospec_topk=k)
     try:
         assert g.generate(PROMPT, max_tokens=0).stats["vocab_set_size"] == len(expected)
     finally:
@@ -77,32 +97,33 @@ def test_prefill_content_and_order(gen, k, seed_head):
         vocab.seed(np.array(ids, np.int32), topk[:-1, :2].copy())  # rows of the wrong width
 
 
-def test_prefill_seed_over_frequent_ids_keeps_most_of_the_full_top_k(gen):
-    # The seed head trades the ids outside the 16384 most frequent for a sixteenth of the head's cost;
-    # on this prompt most of every row's top-16 is among them (measured 0.85-0.92 over the bench sets).
+def test_prefill_seed_over_frequent_ids_keeps_most_of_the_full_top_k(gen, seed_ids):
+    # The seed head trades the ids outside the 16384 ranked first for a sixteenth of the head's cost;
+    # on this prompt most of every row's top-16 is among them (measured 0.86-0.93 over the bench sets).
     ids = gen.tokenize(PROMPT)
     full = _topk_rows(gen, ids, 16)[1]
-    frequent = _seed_topk(gen, ids, 16)
+    frequent = _seed_topk(gen, seed_ids, ids, 16)
     overlap = np.mean([len(set(a) & set(b)) / 16 for a, b in zip(full, frequent)])
     assert 0.7 < overlap < 1.0, overlap
 
 
-def test_prefill_seed_table_for_another_vocabulary_falls_back_to_the_full_head(gen, tmp_path):
-    import struct
+def test_small_vocabulary_seeds_over_the_full_head(tmp_path):
+    """A vocabulary under twice the seed's 16384 ids (here ~300) has no seed head: the full head ranks
+    the prompt rows' top-k, and the request's S is exactly the prompt ids plus those."""
+    from hostile_gguf import tiny_model
 
-    other = tmp_path / "other.bin"
-    other.write_bytes(b"SGFR" + struct.pack("<III", 1, 1000, 3) + struct.pack("<3i", 0, 1, 2))
-    ids = gen.tokenize(PROMPT)
-    topk = _topk_rows(gen, ids, 3)[1]
-    expected = set(ids) | set(int(t) for t in topk[:-1].ravel())
-    g = specgen.Generator(gen.model_path, n_threads=1, n_ctx=256, draft="self", nanospec=True, nanospec_topk=3,
-                          frspec_path=other)
+    path = tiny_model().write(str(tmp_path / "tiny.gguf"))
+    plain = specgen.Generator(path, n_threads=1, n_ctx=128)
+    g = specgen.Generator(path, n_threads=1, n_ctx=128, draft="self", nanospec=True, nanospec_topk=3)
     try:
-        assert g.generate(PROMPT, max_tokens=0).stats["vocab_set_size"] == len(expected)
+        assert g._core.seed_ids == []
+        ids = plain.tokenize("abc dog cat")
+        topk = _topk_rows(plain, ids, 3)[1]
+        expected = set(ids) | set(int(t) for t in topk[:-1].ravel())
+        assert g.generate(ids, max_tokens=0).stats["vocab_set_size"] == len(expected)
     finally:
         g.close()
-    with pytest.raises(specgen.InvalidParameterError, match="vocabulary of 1000"):
-        specgen.Generator(gen.model_path, n_threads=1, n_ctx=256, draft="self", frspec=3, frspec_path=other)
+        plain.close()
 
 
 def test_growth_order_and_no_duplicates(vocab):

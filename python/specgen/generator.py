@@ -160,8 +160,8 @@ class Generator:
     drafted and emitted tokens);
     ``frspec=N`` over the N most frequent ids of ``frspec_path`` (default: the table shipped for
     Gemma 3's tokenizer, specgen/data). NanoSpec's prompt seed takes the target's top-k over the
-    table's 16384 most frequent ids when the table is for the model's vocabulary (else, or with
-    ``frspec_path=""``, over the full head). Both stay lossless. With ``draft="self"`` and all layers,
+    vocabulary's 16384 most frequent ids as the vocabulary's own order ranks them (any model; a
+    vocabulary under 32768 ids: over the full head). Both stay lossless. With ``draft="self"`` and all layers,
     verification reuses the drafter's hidden states (``reuse_draft_hidden``) and runs only the head.
 
     ``device`` is "cpu", "cuda" or "cuda:N": on CUDA the weights, KV caches and activations live in

@@ -44,13 +44,18 @@ generator::generator(const generator_params& params) : params_(params), verifier
                                         kv_ggml(params_.type_v));
     cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     verifier_ = verifier(model_->hp().n_vocab);
-    seed_vocab_ = make_seed_vocab(params_, *model_);
+    seed_vocab_ = make_seed_vocab(params_, *model_, *tokenizer_);
     const char* check = std::getenv("SPECGEN_CHECK_REUSE");
     check_reuse_ = check && *check && std::string(check) != "0";
     sched_ = std::make_shared<scheduler>(*this);  // builds one speculator per slot, starts the engine thread
 }
 
 generator::~generator() { sched_->shutdown(); }
+
+std::vector<int32_t> generator::seed_ids() const {
+    if (!seed_vocab_) return {};
+    return std::vector<int32_t>(seed_vocab_->ids(), seed_vocab_->ids() + seed_vocab_->size());
+}
 
 int generator::n_free_slots() const { return sched_->n_free_slots(); }
 int generator::n_waiting() const { return sched_->n_waiting(); }

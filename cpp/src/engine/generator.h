@@ -44,6 +44,8 @@ public:
     const generator_params& params() const { return params_; }
     const model& target() const { return *model_; }
     const tokenizer& tok() const { return *tokenizer_; }
+    // The ids NanoSpec's prompt seed ranks its top-k over (empty: every id; seed_vocab_).
+    std::vector<int32_t> seed_ids() const;
     const gguf_file& file() const { return *file_; }
     int32_t n_ctx() const { return params_.n_ctx; }
     int32_t n_vocab() const { return model_->hp().n_vocab; }

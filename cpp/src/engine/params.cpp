@@ -63,7 +63,7 @@ const std::vector<param_spec> kSpecs = {
     {"nanospec_capacity", S::generator, T::integer, 16, 1 << 20, false, "", "3072", "most ids in the NanoSpec vocabulary"},
     {"nanospec_topk", S::generator, T::integer, 1, 64, false, "", "16", "target top-k ids added to it per prompt/verified row"},
     {"frspec", S::generator, T::integer, 0, kI32, false, "", "0", "FR-Spec baseline: draft head over the N most frequent ids; 0: off"},
-    {"frspec_path", S::generator, T::text, 0, 0, false, "", "", "token frequency table: FR-Spec's ids (needed when frspec > 0) and the ids NanoSpec's prompt seed ranks"},
+    {"frspec_path", S::generator, T::text, 0, 0, false, "", "", "token frequency table: FR-Spec's ids (needed when frspec > 0)"},
     {"reuse_draft_hidden", S::generator, T::flag, 0, 1, false, "", "true",
      "all-layers self drafter: verification reuses its hidden states (false: full verification forward)"},
     {"ssd", S::generator, T::flag, 0, 1, false, "", "false", "SSD/Saguaro: draft concurrently with verification"},

@@ -99,6 +99,7 @@ void bind_engine(nb::module_& m) {
             return nb::bytes(s.data(), s.size());
         })
         .def("is_eog", [](const generator& g, int32_t id) { return g.tok().is_eog(id); })
+        .def_prop_ro("seed_ids", &generator::seed_ids, "The ids NanoSpec's prompt seed ranks its top-k over (empty: every id).")
         .def("logits",
              [](generator& g, const std::vector<int32_t>& tokens, int batch_size) {
                  std::vector<float>* out;

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "quant/rows16.h"
 #include "speculative/frspec_table.h"
+#include "tokenizer/tokenizer.h"
 
 namespace specgen {
 
@@ -142,10 +143,36 @@ std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, co
     return nullptr;
 }
 
-std::unique_ptr<draft_vocab> make_seed_vocab(const generator_params& params, const model& m) {
+std::vector<int32_t> ranked_by_vocabulary(const tokenizer& tok, int32_t n) {
+    // BPE and SentencePiece vocabularies number their tokens in the order they were learnt, the most
+    // frequent pieces first, but may list the single characters last (Gemma 3: ASCII at 236743 and
+    // up). So: the end-of-generation ids, every token of one byte, then the others by id; control,
+    // unused and unknown tokens never. Over the preset prompts the top-16 over Gemma 3's first 16384
+    // keeps 0.895 of each prompt row's full top-16, the 16384 most frequent of FR-Spec's table 0.882.
+    const int32_t n_vocab = tok.n_vocab();
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> taken(size_t(n_vocab), 0);
+    auto take = [&](int32_t id) {
+        if (int32_t(ids.size()) < n && !taken[size_t(id)]) ids.push_back(id), taken[size_t(id)] = 1;
+    };
+    auto text = [&](int32_t id) {
+        const token_type t = tok.type(id);
+        return t == token_type::normal || t == token_type::user_defined || t == token_type::byte;
+    };
+    for (int32_t id : tok.eog_ids())
+        if (id >= 0 && id < n_vocab) take(id);
+    for (int32_t id = 0; id < n_vocab; ++id)
+        if (text(id) && tok.token_bytes(id).size() == 1) take(id);
+    for (int32_t id = 0; id < n_vocab; ++id)
+        if (text(id)) take(id);
+    return ids;
+}
+
+std::unique_ptr<draft_vocab> make_seed_vocab(const generator_params& params, const model& m, const tokenizer& tok) {
     if (!params.nanospec && params.draft_type != draft_kind::automatic) return nullptr;
-    const std::vector<int32_t> ids = read_frspec_table_if_fits(params.frspec_path, m.hp().n_vocab, kSeedIds);
-    if (int32_t(ids.size()) < params.nanospec_topk) return nullptr;  // too few ids to rank a top-k from
+    const std::vector<int32_t> ids = ranked_by_vocabulary(tok, kSeedIds);
+    // Too few ids to rank a top-k from, or too many to save much over the full head (a small vocabulary).
+    if (int32_t(ids.size()) < params.nanospec_topk || int64_t(ids.size()) * 2 > m.hp().n_vocab) return nullptr;
     auto v = std::make_unique<draft_vocab>(draft_vocab::kind::frspec, m.output(), int32_t(ids.size()), m.hp().final_softcap);
     v->add(ids.data(), int64_t(ids.size()));
     return v;

@@ -11,7 +11,7 @@
 //
 // Growth (kind nanospec):
 //   prefill:       S = unique(prompt ids U target top-k at the last prompt positions), the top-k taken
-//                  over the frequency table's most frequent ids where the generator has them (make_seed_vocab);
+//                  over the vocabulary's most frequent ids where the generator has them (make_seed_vocab);
 //   verification:  S grows by the target's argmax and top-k on the emitted path, the drafted ids and
 //                  the emitted (accepted + corrected/bonus) tokens, which join the context;
 //   k = 3 as in the paper by default (top_k, `nanospec_topk`): on short free-text prompts a larger k
@@ -118,12 +118,16 @@ class model;
 // (full head). n_target_vocab: the target's ids (set_target_vocab). Each speculator owns one (speculative/speculator.h).
 std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m, int32_t n_target_vocab);
 
+class tokenizer;
+// The first n ids of tok's vocabulary in an estimate of their frequency from the vocabulary alone (no
+// table): end-of-generation ids, one-byte tokens, then the rest by id.
+std::vector<int32_t> ranked_by_vocabulary(const tokenizer& tok, int32_t n);
 // NanoSpec's prompt seed (docs/ALGORITHMS.md section 3): the target's top-k at the prompt rows is taken
-// over the kSeedIds most frequent ids of params.frspec_path's table, a sixteenth of Gemma 3's head
-// (measured on the preset prompts: prefill with NanoSpec 0.40x -> 0.91x plain, decode unchanged).
-// Null (the full head seeds S) when no speculator seeds S or the table is not for m's vocabulary.
+// over the kSeedIds first ids of ranked_by_vocabulary(), a sixteenth of Gemma 3's head (measured on the
+// preset prompts: prefill with NanoSpec 0.40x -> 0.91x plain, decode unchanged). Null (the full head
+// seeds S) when no speculator seeds S or the vocabulary is too small for a seed head to save much.
 constexpr int32_t kSeedIds = 16384;
-std::unique_ptr<draft_vocab> make_seed_vocab(const generator_params& params, const model& m);
+std::unique_ptr<draft_vocab> make_seed_vocab(const generator_params& params, const model& m, const tokenizer& tok);
 
 // Ids of the k largest logits, best first (ties: lowest id).  logits: [n_vocab], out: [k], 1 <= k <= n_vocab
 void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out);

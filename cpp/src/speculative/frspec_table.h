@@ -14,8 +14,5 @@ namespace specgen {
 // Returns the first n ids of the table at `path`. Throws invalid_argument_error naming the file on a
 // bad header, a table for another vocabulary size, fewer than n ids, or an id out of range/repeated.
 std::vector<int32_t> read_frspec_table(const std::string& path, int32_t n_vocab, int32_t n);
-// The first min(n, table size) ids of the table at `path`, or none when `path` is empty or the table
-// was built for another vocabulary size (a model it does not describe). Other faults throw as above.
-std::vector<int32_t> read_frspec_table_if_fits(const std::string& path, int32_t n_vocab, int32_t n);
 
 }  // namespace specgen
