@@ -146,9 +146,9 @@ int run(int argc, char** argv) {
     }
     if (!is_regular_file(o.model)) throw runtime_failure("model file '" + o.model + "' does not exist or is not a file");
     gp.model_path = o.model;
-    if (gp.frspec_path.empty()) {  // also ranks NanoSpec's prompt seed (speculative/draft_vocab.h)
+    if (gp.frspec > 0 && gp.frspec_path.empty()) {
         gp.frspec_path = default_frspec_table();
-        if (gp.frspec > 0 && gp.frspec_path.empty())
+        if (gp.frspec_path.empty())
             throw runtime_failure("--frspec needs --frspec-path (the shipped table comes with the specgen Python package)");
     }
     if (!o.draft_model.empty()) {

@@ -244,8 +244,7 @@ class Generator:
         p.ssd_backup = _choice("ssd_backup", ssd_backup, _core.SsdBackup)
         p.type_k = _choice("type_k", type_k, _core.KvType)
         p.type_v = _choice("type_v", type_v, _core.KvType)
-        # The frequency table also ranks the ids NanoSpec's prompt seed runs over (a table for another
-        # vocabulary is left out there: the full head seeds); "" for none.
+        # FR-Spec's frequency table (read only when frspec > 0).
         p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
         # a draft model is looked up.
