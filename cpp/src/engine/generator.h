@@ -77,7 +77,7 @@ private:
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     verifier verifier_;
-    // NanoSpec's prompt seed head over the vocabulary's most frequent ids (null: the full head; speculative/draft_vocab.h).
+    // NanoSpec's prompt seed head over ids ranked from the vocabulary (null: the full head; speculative/draft_vocab.h).
     std::unique_ptr<draft_vocab> seed_vocab_;
     bool check_reuse_ = false;  // $SPECGEN_CHECK_REUSE: recompute every shortcut row (generation::check_reused_rows)
     std::shared_ptr<scheduler> sched_;  // last: its engine thread uses everything above

@@ -11,7 +11,7 @@
 //
 // Growth (kind nanospec):
 //   prefill:       S = unique(prompt ids U target top-k at the last prompt positions), the top-k taken
-//                  over the vocabulary's most frequent ids where the generator has them (make_seed_vocab);
+//                  over ids ranked from the vocabulary where the generator has them (make_seed_vocab);
 //   verification:  S grows by the target's argmax and top-k on the emitted path, the drafted ids and
 //                  the emitted (accepted + corrected/bonus) tokens, which join the context;
 //   k = 3 as in the paper by default (top_k, `nanospec_topk`): on short free-text prompts a larger k
