@@ -237,7 +237,7 @@ def test_first_token_waits_for_no_drafter_forward(model_path, plain_tokens, tmp_
     _costs(tmp_path, monkeypatch, 1e-6)
     g = _auto(model_path, monkeypatch)
     try:
-        gen, _ = g._start(PROMPTS[0], exclusive=True, max_tokens=N, temperature=0)
+        gen, _ = g._start(PROMPTS[0], max_tokens=N, temperature=0)
         while not gen.tokens:
             gen.step()
         first = gen.stats()
@@ -272,7 +272,7 @@ def test_seeding_pays_for_a_short_request(model_path, plain_tokens, tmp_path, mo
     g = _auto(model_path, monkeypatch)
     try:
         for i, max_tokens in ((0, 3), (1, N)):  # other prompts: a cached prompt's rows are seeded already
-            gen, _ = g._start(PROMPTS[i], exclusive=True, max_tokens=max_tokens, temperature=0)
+            gen, _ = g._start(PROMPTS[i], max_tokens=max_tokens, temperature=0)
             methods = set()
             while not gen.done:
                 gen.step()

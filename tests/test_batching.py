@@ -159,9 +159,9 @@ def test_stream_reports_stats(model_path):
 
 def test_queue_full(model_path):
     with specgen.Generator(model_path, n_threads=2, n_ctx=128, n_parallel=1, max_queued=0) as g:
-        running, _ = g._start("Once upon a time", exclusive=True, max_tokens=50, temperature=0)
+        running, _ = g._start("Once upon a time", max_tokens=50, temperature=0)
         with pytest.raises(specgen.QueueFullError):
-            g._start("Hello", exclusive=True, max_tokens=2, temperature=0)
+            g._start("Hello", max_tokens=2, temperature=0)
         running.cancel()
         assert g.generate("Hello", max_tokens=2, temperature=0).finish_reason == "length"
 

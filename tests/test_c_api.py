@@ -89,3 +89,13 @@ def test_requests_from_four_threads_equal_serial(model_path, tmp_path):
         r = subprocess.run([exe, model_path, "12", n_parallel], capture_output=True, text=True,
                            env=c_programs.loader_env(), timeout=600, errors="replace")
         assert r.returncode == 0 and "ALL CHECKS PASSED" in r.stderr, f"n_parallel {n_parallel}: exit {r.returncode}\n{r.stderr}"
+
+
+def test_queue_admission_and_long_timeouts(model_path, tmp_path):
+    """tests/c/queue.c: 8 back-to-back submits with 4 slots and max_queued 2 admit 6 and refuse 2
+    (specgen_last_status QUEUE_FULL); specgen_request_next with INFINITY or 1e10 s waits for the
+    text instead of returning TIMEOUT; a NaN timeout is an invalid argument."""
+    exe = c_programs.build("queue.c", tmp_path / "queue", "-lm")
+    r = subprocess.run([exe, model_path], capture_output=True, text=True, env=c_programs.loader_env(), timeout=300,
+                       errors="replace")
+    assert r.returncode == 0 and "ALL CHECKS PASSED" in r.stderr, f"exit {r.returncode}\n{r.stderr}"

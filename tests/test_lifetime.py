@@ -74,17 +74,14 @@ def test_close_with_open_stream(model_path):
     assert isinstance(first, str) and len(rest) <= 1
     with pytest.raises(specgen.InvalidParameterError, match="closed"):
         g.generate("x")
-    # A superseded stream (a newer generation started on the same Generator) also just stops.
+    # A stream dropped unread while a second request waits for its slot frees the slot.
     g2 = specgen.Generator(model_path, n_threads=1, n_ctx=64)
     it1 = g2.generate("One", max_tokens=20, temperature=0, stream=True)
     next(it1)
+    del it1
     r = g2.generate("Two", max_tokens=2, temperature=0)
-    assert len(r.tokens) <= 2
-    try:
-        list(it1)
-    except specgen.SpecgenError:
-        pass  # a clear, typed error is fine too
-    del it, it1
+    assert len(r.tokens) == 2
+    del it
     g2.close()
 
 

@@ -449,7 +449,7 @@ class Generator:
                     while True:
                         try:
                             started.append(self._start(
-                                p_i, exclusive=True, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                                p_i, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                                 top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                                 stop=stop, seed=s_i, ignore_eos=ignore_eos, add_bos=add_bos, logprobs=logprobs))
                             results.append(None)
@@ -473,9 +473,9 @@ class Generator:
                 raise
         if isinstance(seed, (list, tuple)):
             raise InvalidParameterError("a list of seeds goes with a list of prompts")
-        # A blocking call waits for its own request only: concurrent calls are batched by the engine;
-        # a stream is superseded by a request that finds no free slot (engine/scheduler.h).
-        gen, seed = self._start(prompt, exclusive=not stream, max_tokens=max_tokens, temperature=temperature,
+        # Concurrent calls and streams are batched by the engine; one that finds every slot busy
+        # waits in its queue (engine/scheduler.h).
+        gen, seed = self._start(prompt, max_tokens=max_tokens, temperature=temperature,
                                 top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
                                 repeat_last_n=repeat_last_n, stop=stop, seed=seed, ignore_eos=ignore_eos,
                                 add_bos=add_bos, logprobs=logprobs)
@@ -494,7 +494,7 @@ class Generator:
         lp = from_core(gen.logprobs()) if logprobs is not None else None
         return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, seed), lp)
 
-    def _start(self, prompt, *, exclusive: bool, max_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
+    def _start(self, prompt, *, max_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
                stop=None, seed=None, ignore_eos: bool = False, add_bos: bool = True, logprobs=None):
         """Checks generate()'s parameters and starts the request (prefill): (native generation,
@@ -531,7 +531,7 @@ class Generator:
             tokens = self._token_ids(prompt, "prompt")
         else:
             raise InvalidParameterError(f"prompt must be a str, bytes or a list of token ids, got {type(prompt).__name__}")
-        gen = self._g.start(tokens, gp, exclusive)
+        gen = self._g.start(tokens, gp)
         self._live = gen
         return gen, gp.seed
 

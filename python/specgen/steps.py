@@ -27,7 +27,7 @@ class StepStream:
 
     def __init__(self, generator, prompt, **params: Any) -> None:
         self._want_logprobs = params.get("logprobs") is not None
-        self._gen, self.seed = generator._start(prompt, exclusive=True, **params)
+        self._gen, self.seed = generator._start(prompt, **params)
         self._generator = generator
         self.finish_reason: Optional[str] = None
         self.stats: Dict[str, Any] = {}

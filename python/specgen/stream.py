@@ -1,9 +1,9 @@
 """The iterator generate(stream=True) returns (engine/scheduler.h states the thread rule).
 
-The engine decodes the request on its own thread; the stream hands out the text as it comes. A
-request that finds every slot busy supersedes the oldest open stream, which then ends with
-``finish_reason == "cancelled"``; ``close()`` (or dropping the stream) ends it the same way, and
-``Generator.close()`` ends the last one started. Once exhausted, ``finish_reason`` and ``stats``
+The engine decodes the request on its own thread; the stream hands out the text as it comes. Like
+any request it waits in the engine's queue while every slot is busy, and no other request ends it:
+only ``close()`` (or dropping the stream) or ``Generator.close()`` ends it early, with
+``finish_reason == "cancelled"``. Once exhausted, ``finish_reason`` and ``stats``
 tell how it ended.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["Stream"]
 
 class Stream(Iterator[str]):
     """Text pieces (whole UTF-8 characters) of one generation. ``finish_reason`` is None while it
-    runs, then "stop", "length", "eos" or "cancelled" (superseded, closed or abandoned)."""
+    runs, then "stop", "length", "eos" or "cancelled" (closed or abandoned by its caller)."""
 
     def __init__(self, gen, generator=None, seed: Optional[int] = None) -> None:
         self._gen = gen

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
             for (int j = 0; j < 3; ++j) {
                 generate_params p;
                 p.max_tokens = 50;
-                auto s = g.start(prompts[j], p, false);
+                auto s = g.start(prompts[j], p);
                 s->step();
                 s->cancel();
                 if (s->reason() != finish_reason::cancelled && s->reason() != finish_reason::length) bad[0] += 100;

@@ -28,7 +28,9 @@
  *   - A generator may be used from any number of threads at once. Concurrent requests (blocking
  *     specgen_generate calls from several threads, or specgen_request handles) are decoded together,
  *     up to n_parallel at a time, each exactly as it would be alone (greedy: the same tokens; a
- *     fixed seed: the same sample).
+ *     fixed seed: the same sample). Requests beyond n_parallel wait in the generator's queue (at
+ *     most max_queued of them; one more is refused with SPECGEN_STATUS_QUEUE_FULL); a request only
+ *     ever ends when it finishes or its own caller cancels or frees it, never because of another.
  */
 #ifndef SPECGEN_H
 #define SPECGEN_H
@@ -68,6 +70,10 @@ typedef enum specgen_status {
 /* The message of the calling thread's most recent failure, "" if none failed yet. The string is
  * owned by the library and valid until the next failing call on the same thread. Never NULL. */
 SPECGEN_API const char * specgen_last_error(void);
+
+/* The status of the calling thread's most recent failure (OK if none failed yet): how a NULL from a
+ * constructor (specgen_request_submit: QUEUE_FULL, CONTEXT_OVERFLOW, ...) tells what went wrong. */
+SPECGEN_API specgen_status specgen_last_status(void);
 
 /* "ok", "invalid argument", ...; "unknown" for values outside the enum. Static storage. */
 SPECGEN_API const char * specgen_status_name(specgen_status status);
@@ -328,7 +334,8 @@ SPECGEN_API specgen_request * specgen_request_submit_tokens(specgen_generator * 
 
 /* The text produced since the previous call (whole UTF-8 characters, stop strings withheld),
  * copied into buf (at most cap bytes; the rest stays for the next call), its length in *len (not
- * NUL-terminated). Waits up to timeout_s seconds for something new: < 0 forever, 0 not at all.
+ * NUL-terminated). Waits up to timeout_s seconds for something new: 0 not at all; < 0, INFINITY or
+ * a year or more: for ever (NaN is SPECGEN_STATUS_INVALID_ARGUMENT).
  * Returns OK with *len > 0 (text), OK with *len == 0 once the request has ended and every byte was
  * read (specgen_request_finish_reason says why), TIMEOUT when nothing came in time, or the error
  * the engine met while running it. buf may be NULL only with cap 0. */

@@ -7,6 +7,7 @@
 #include "specgen/specgen.h"
 
 #include <chrono>
+#include <cmath>
 #include <climits>
 #include <tuple>
 #include <cstring>
@@ -34,9 +35,11 @@ struct specgen_request {
 namespace {
 
 thread_local std::string t_last_error;
+thread_local specgen_status t_last_status = SPECGEN_STATUS_OK;
 
 specgen_status set_error(specgen_status status, const char* what) {
     t_last_error = what ? what : "unknown error";
+    t_last_status = status;
     return status;
 }
 
@@ -164,6 +167,8 @@ specgen_status generate_common(specgen_generator* gen, const int32_t* tokens, in
 extern "C" {
 
 const char* specgen_last_error(void) { return t_last_error.c_str(); }
+
+specgen_status specgen_last_status(void) { return t_last_status; }
 
 const char* specgen_status_name(specgen_status status) {
     switch (status) {
@@ -438,19 +443,22 @@ specgen_status specgen_request_next(specgen_request* req, char* buf, size_t cap,
         if (!len) return invalid("len is NULL");
         if (cap > 0 && !buf) return invalid("buf is NULL but cap is " + std::to_string(cap));
         *len = 0;
+        if (std::isnan(timeout_s)) return invalid("timeout_s is NaN");
         if (req->unread.empty()) {
             // Wait for progress until there is text, the request ended, or the time is up.
-            const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, timeout_s));
+            const bool forever = specgen::waits_forever(timeout_s);
+            const auto t_end = std::chrono::steady_clock::now() +
+                               std::chrono::duration<double>(forever ? 0.0 : std::max(0.0, timeout_s));
             for (;;) {
                 if (req->gen->done()) return SPECGEN_STATUS_OK;
                 double left = -1.0;
-                if (timeout_s >= 0)
+                if (!forever)
                     left = std::max(0.0, std::chrono::duration<double>(t_end - std::chrono::steady_clock::now()).count());
                 bool ready = false;
                 req->unread = req->gen->next(left, &ready);
                 if (!req->unread.empty()) break;
-                if (!ready && timeout_s >= 0) return set_error(SPECGEN_STATUS_TIMEOUT, "no new text within the timeout");
-                if (timeout_s >= 0 && std::chrono::steady_clock::now() >= t_end && !req->gen->done())
+                if (forever) continue;
+                if (!ready || (std::chrono::steady_clock::now() >= t_end && !req->gen->done()))
                     return set_error(SPECGEN_STATUS_TIMEOUT, "no new text within the timeout");
             }
         }

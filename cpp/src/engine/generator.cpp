@@ -82,10 +82,9 @@ std::vector<float> generator::logits(const std::vector<int32_t>& tokens, int bat
     return out;
 }
 
-std::unique_ptr<generation> generator::start(const std::vector<int32_t>& prompt, const generate_params& params,
-                                             bool exclusive) {
+std::unique_ptr<generation> generator::start(const std::vector<int32_t>& prompt, const generate_params& params) {
     params.validate();
-    auto g = std::make_unique<generation>(*this, prompt, params, exclusive);  // checks the prompt
+    auto g = std::make_unique<generation>(*this, prompt, params);  // checks the prompt
     sched_->submit(g.get());
     return g;
 }

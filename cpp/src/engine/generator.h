@@ -8,7 +8,7 @@
 // (speculative/speculator.h): the engine never knows which drafter, vocabulary or SSD runs.
 //
 // Threads: any thread may call start() and logits() and read or cancel any generation; concurrent
-// requests are batched, not serialised (scheduler.h states the queue and supersede rules).
+// requests are batched, not serialised (scheduler.h states the queue rule).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -59,12 +59,10 @@ public:
     // forward passes of batch_size tokens (results do not depend on it: batch invariance).
     std::vector<float> logits(const std::vector<int32_t>& tokens, int batch_size = 128);
 
-    // Submits a request; the engine prefills and decodes it (read it with generation::step()).
-    // exclusive: the caller runs it to the end (or cancels it); false for a stream, which a request
-    // waiting for a slot supersedes (engine/scheduler.h). Throws context_overflow_error when the
+    // Submits a request; the engine prefills and decodes it (read it with generation::step()). It
+    // waits for a slot in the queue (engine/scheduler.h). Throws context_overflow_error when the
     // prompt does not fit, queue_full_error when every slot is busy and the queue is full.
-    std::unique_ptr<generation> start(const std::vector<int32_t>& prompt, const generate_params& params,
-                                      bool exclusive = true);
+    std::unique_ptr<generation> start(const std::vector<int32_t>& prompt, const generate_params& params);
 
 private:
     friend class generation;

@@ -31,8 +31,8 @@ const char* finish_reason_name(finish_reason r) {
     }
 }
 
-generation::generation(generator& g, const std::vector<int32_t>& prompt, const generate_params& params, bool exclusive)
-    : gen_(&g), sched_(g.sched_), params_(params), exclusive_(exclusive), history_(prompt), stream_(params.stop),
+generation::generation(generator& g, const std::vector<int32_t>& prompt, const generate_params& params)
+    : gen_(&g), sched_(g.sched_), params_(params), history_(prompt), stream_(params.stop),
       rng_(params.seed), method_(g.params().verify == verify_mode::block ? verify_method::block : verify_method::token) {
     const tokenizer& tok = g.tok();
     if (params_.add_bos && tok.add_bos() && tok.bos_id() >= 0 && (history_.empty() || history_[0] != tok.bos_id()))
@@ -74,7 +74,7 @@ std::string generation::step() {
 std::string generation::next(double timeout_s, bool* ready) {
     std::unique_lock<std::mutex> lock(sched_->mu());
     auto progressed = [&] { return released_ || n_published_ != n_seen_; };
-    if (timeout_s < 0) sched_->readers().wait(lock, progressed);
+    if (waits_forever(timeout_s)) sched_->readers().wait(lock, progressed);
     else if (timeout_s > 0)
         sched_->readers().wait_for(lock, std::chrono::duration<double>(timeout_s), progressed);
     *ready = progressed();

@@ -37,26 +37,30 @@ struct slot;
 enum class finish_reason { none, stop, length, eos, cancelled };
 const char* finish_reason_name(finish_reason r);
 
+// A reader's timeout that means "wait for ever": negative, infinite, or a year or more (a deadline
+// that far past steady_clock's now overflows its duration type).
+inline bool waits_forever(double timeout_s) { return timeout_s < 0 || timeout_s >= 365.0 * 24 * 3600; }
+
 class generation {
 public:
     // Checks the prompt (throws invalid_argument_error, context_overflow_error); the generator
     // submits it (generator::start).
-    generation(generator& g, const std::vector<int32_t>& prompt, const generate_params& params, bool exclusive);
+    generation(generator& g, const std::vector<int32_t>& prompt, const generate_params& params);
     // Cancels it if still running and waits until the engine has let go of it.
     ~generation();
     generation(const generation&) = delete;
     generation& operator=(const generation&) = delete;
 
     // ---- reader side (any thread) ----
-    // Ended (finished, cancelled, superseded) and every piece of text taken by step().
+    // Ended (finished or cancelled) and every piece of text taken by step().
     bool done() const;
     finish_reason reason() const;
     // Waits until the engine made progress on this request (or it ended) and returns the text made
     // safe to show since the last call (whole UTF-8 characters, stop strings withheld); "" once
     // done(). Rethrows an error the engine met while running it.
     std::string step();
-    // As step(), waiting at most timeout_s seconds (< 0: forever, 0: not at all); *ready = false when
-    // nothing happened in time.
+    // As step(), waiting at most timeout_s seconds (waits_forever(): forever, 0: not at all);
+    // *ready = false when nothing happened in time.
     std::string next(double timeout_s, bool* ready);
     // Ends it early (finish_reason "cancelled" unless already ended); text not yet taken is dropped.
     // Returns once the engine has released its slot (wait = false: at once; the engine ends it before
@@ -101,7 +105,6 @@ private:
     generator* gen_;
     std::shared_ptr<scheduler> sched_;
     generate_params params_;
-    bool exclusive_;
     std::vector<int32_t> history_;     // prompt + emitted tokens (the last one pending)
     std::vector<int32_t> generated_;
     int32_t n_past_ = 0;
@@ -127,7 +130,6 @@ private:
     logprob_recorder logprob_recorder_;
     std::vector<token_logprob> logprobs_;
     double t_admit_ = 0;
-    int64_t seq_no_ = 0;               // submission order (supersede the oldest stream first)
 
     // ---- published (scheduler lock) ----
     std::vector<int32_t> pub_tokens_;

@@ -56,22 +56,14 @@ void scheduler::submit(generation* r) {
         refuse();
         throw error("the generator is shutting down");
     }
-    r->seq_no_ = next_seq_no_++;
+    // Requests already queued take the free slots first; the rest of the queue waits.
     int free = 0;
     for (const slot& s : slots_) free += s.owner == nullptr;
-    if (free <= int(waiting_.size())) {
-        // It would wait: the oldest open stream gives up its slot (finish_reason "cancelled").
-        generation* oldest = nullptr;
-        for (generation* a : active_)
-            if (!a->exclusive_ && !a->cancel_requested_ && (!oldest || a->seq_no_ < oldest->seq_no_)) oldest = a;
-        if (oldest) {
-            oldest->cancel_requested_ = true;
-            oldest->unread_.clear();
-        } else if (int(waiting_.size()) >= g_.params().max_queued) {
-            refuse();
-            throw queue_full_error("all " + std::to_string(slots_.size()) + " slots are busy and " +
-                                   std::to_string(waiting_.size()) + " requests wait (max_queued): try again later");
-        }
+    const int n_would_wait = int(waiting_.size()) + 1 - free;
+    if (n_would_wait > g_.params().max_queued) {
+        refuse();
+        throw queue_full_error("all " + std::to_string(slots_.size()) + " slots are busy and " +
+                               std::to_string(n_would_wait - 1) + " requests wait (max_queued): try again later");
     }
     waiting_.push_back(r);
     engine_cv_.notify_one();
@@ -141,7 +133,7 @@ void scheduler::release(generation* r) {
             }
         }
         s->owner = nullptr;
-        s->last_used = next_seq_no_++;
+        s->last_used = n_released_++;
         r->slot_ = nullptr;
     }
     active_.erase(std::remove(active_.begin(), active_.end(), r), active_.end());

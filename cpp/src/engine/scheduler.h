@@ -12,9 +12,10 @@
 //
 // Threads: submit(), cancel() and the readers of a generation may be called from any thread; they
 // block on the scheduler's lock and condition variables only (the bindings release the GIL). A full
-// waiting queue (max_queued) refuses a request with queue_full_error. A request that would wait
-// while a stream (a non-exclusive request) holds a slot supersedes the oldest such stream: it ends
-// "cancelled" (one interactive stream per slot, as before batching).
+// waiting queue (max_queued requests beyond the free slots) refuses a request with queue_full_error.
+// Every request, streamed or not, waits its turn: one only ends when it finishes or its own caller
+// cancels it. The engine never waits for a reader, so a reader that waits for a second request of
+// the same generator (a generate() inside a stream's loop) does not deadlock: the first one runs on.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -70,7 +71,7 @@ private:
     std::deque<generation*> waiting_;
     std::vector<generation*> active_;  // admitted, in admission order
     bool stop_ = false;
-    int64_t next_seq_no_ = 0;
+    int64_t n_released_ = 0;  // the clock of slot::last_used
     std::thread thread_;
     std::thread::id engine_id_;
     std::mutex step_mu_;

@@ -77,11 +77,10 @@ void bind_engine(nb::module_& m) {
 
     nb::class_<generator>(m, "Generator")
         .def(nb::init<const generator_params&>(), nb::call_guard<nb::gil_scoped_release>())
-        .def("start", &generator::start, nb::arg("prompt"), nb::arg("params"), nb::arg("exclusive") = true,
+        .def("start", &generator::start, nb::arg("prompt"), nb::arg("params"),
              nb::call_guard<nb::gil_scoped_release>(), nb::keep_alive<0, 1>(),
-             "Starts a generation. exclusive (a call that runs it to the end) makes starts from other threads "
-             "wait for it; a stream passes False and is superseded (finish_reason 'cancelled') by the next start. "
-             "engine/generator.h states the rule.")
+             "Submits a generation; it waits in the queue while every slot is busy (QueueFullError beyond "
+             "max_queued). engine/scheduler.h states the rule.")
         .def("tokenize",
              [](const generator& g, const std::string& text, bool add_special, bool parse_special) {
                  nb::gil_scoped_release release;

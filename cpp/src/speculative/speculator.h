@@ -94,7 +94,7 @@ public:
     // request's own counts (n_accepted / n_drafted). auto drafts by n-gram in a batch, whose acceptance
     // is not that of the self drafter's rounds the request may have run alone.
     virtual double batch_acceptance() const { return -1.0; }
-    // The request ends (finished, cancelled or superseded). Idempotent.
+    // The request ends (finished or cancelled). Idempotent.
     virtual void end() {}
 };
 

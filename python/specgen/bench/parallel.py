@@ -39,7 +39,7 @@ def _one_batch(g, n: int, max_tokens: int, base: int) -> Dict[str, Any]:
     def client(i: int) -> None:
         prompt = PROMPTS[(base + i) % len(PROMPTS)]
         t_sub = time.perf_counter()
-        gen, _ = g._start(prompt, exclusive=True, max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+        gen, _ = g._start(prompt, max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
         seen, last = 0, None
         mine = []
         while not gen.done:
