@@ -1,4 +1,5 @@
-"""specgen.hub.resolve_model against a fake Hugging Face cache in tmp_path (offline: no network is touched)."""
+"""specgen.hub.resolve_model against a fake Hugging Face cache in tmp_path (offline), and online against a fake
+Hub at the HTTP layer (tests/fake_hub.py): no network is touched either way."""
 from __future__ import annotations
 
 import hashlib
@@ -175,3 +176,128 @@ def test_missing_huggingface_hub_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ModelLoadError, match=r'pip install "specgen\[hub\]"'):
         resolve_model("someorg/whatever:Q4_K_M")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Online: the code a user runs, against a fake Hub at the HTTP layer (tests/fake_hub.py); nothing leaves the machine.
+# --------------------------------------------------------------------------------------------------------------
+
+def _online(monkeypatch):
+    """Online mode in this process: huggingface_hub froze HF_HUB_OFFLINE when an earlier test imported it with
+    the variable set, so its flag is reset too (a user's process reads the variable once, as it is)."""
+    import importlib
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(importlib.import_module("huggingface_hub.constants"), "HF_HUB_OFFLINE", False)
+
+
+@pytest.fixture
+def online_hub(tmp_path, monkeypatch):
+    """A fake Hub serving REPO's files; HF_HUB_OFFLINE unset, an empty cache in tmp_path."""
+    import fake_hub
+    import huggingface_hub
+
+    files = {}
+    for name in FILES:
+        if name.endswith(".gguf"):
+            _write_gguf(tmp_path / name, name)
+            files[name] = str(tmp_path / name)
+        else:
+            files[name] = b"# readme\n"
+    hub = fake_hub.FakeHub({REPO: files})
+    undo = fake_hub.install(hub)
+    huggingface_hub.close_session()  # the shared client is made again, with the fake transport
+    _online(monkeypatch)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    yield hub, tmp_path / "hf-cache"
+    undo()
+    huggingface_hub.close_session()
+
+
+def test_online_quant_reference_is_listed_and_downloaded(online_hub, monkeypatch):
+    hub, cache = online_hub
+    path = resolve_model(f"{REPO}:Q8_0")
+    assert Path(path).name == "tiny-Q8_0.gguf" and _is_gguf(path)
+    assert Path(path).resolve().is_relative_to(cache.resolve())
+    assert any(r.startswith(f"GET /api/models/{REPO}/tree/") for r in hub.requests)
+    assert f"GET /{REPO}/resolve/main/tiny-Q8_0.gguf" in hub.requests
+    # The download landed in the cache: offline, the same reference resolves to the same file.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_model(f"{REPO}:Q8_0") == path
+
+
+def test_online_file_and_bare_repo_references(online_hub):
+    assert Path(resolve_model(f"{REPO}/tiny-f16.gguf")).name == "tiny-f16.gguf"
+    assert Path(resolve_model(REPO)).name == "tiny-Q4_K_M.gguf"  # several files: Q4_K_M, llama.cpp's default
+
+
+def test_online_errors_are_model_load_errors(online_hub):
+    with pytest.raises(ModelLoadError, match=r"otherorg/absent:Q4_K_M: cannot list the repo"):
+        resolve_model("otherorg/absent:Q4_K_M")
+    with pytest.raises(ModelLoadError, match=r"Q5_K_S.*available: .*tiny-Q8_0\.gguf"):
+        resolve_model(f"{REPO}:Q5_K_S")
+    with pytest.raises(ModelLoadError, match=r"tiny-Q2_K\.gguf: not found on the Hugging Face Hub"):
+        resolve_model(f"{REPO}/tiny-Q2_K.gguf")
+
+
+def test_unreachable_hub_falls_back_to_the_cache(tmp_path, monkeypatch):
+    import fake_hub
+    import huggingface_hub
+
+    http = __import__(fake_hub.http_module_name())
+
+    class Down(fake_hub.FakeHub):
+        def handler(self, request):
+            raise http.ConnectError("no route to host", request=request)
+
+    cache = tmp_path / "hf-cache"
+    _fake_cache(cache)
+    # huggingface_hub retries a failed connection for about 23 s (its backoff sleeps); the test skips the waits.
+    import time
+
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    undo = fake_hub.install(Down({}))
+    huggingface_hub.close_session()
+    _online(monkeypatch)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    try:
+        assert Path(resolve_model(f"{REPO}:Q8_0")).name == "tiny-Q8_0.gguf"
+        with pytest.raises(ModelLoadError, match=r"not found in the local Hugging Face cache .*could not be reached"):
+            resolve_model("otherorg/absent:Q4_K_M")
+    finally:
+        undo()
+        huggingface_hub.close_session()
+
+
+def test_generator_loads_a_hub_reference_in_a_fresh_process(tmp_path, model_path):
+    """What a user types, in a process that imported nothing else first (huggingface_hub 1.0 on loads its
+    submodules lazily: `huggingface_hub.constants` was an AttributeError on this path)."""
+    import json
+    import subprocess
+    import sys
+
+    import fake_hub
+    import specgen
+
+    env = dict(os.environ)
+    env.pop("HF_HUB_OFFLINE", None)
+    env["HF_HUB_CACHE"] = str(tmp_path / "hf-cache")
+    env[fake_hub.ENV] = json.dumps({"someorg/gemma-3-270m-GGUF": {"gemma-3-270m-Q4_K_M.gguf": str(model_path),
+                                                                   "gemma-3-270m-Q8_0.gguf": str(model_path)}})
+    site = fake_hub.sitecustomize_dir(tmp_path)
+    pkg = str(Path(specgen.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), pkg] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    script = ("import json, sys\n"
+              "import specgen\n"
+              "assert 'huggingface_hub.constants' not in sys.modules\n"
+              "g = specgen.Generator('someorg/gemma-3-270m-GGUF:Q4_K_M', n_ctx=128, n_threads=1)\n"
+              "r = g.generate('The capital of France is', max_tokens=4, temperature=0)\n"
+              "print(json.dumps({'path': g.model_path, 'tokens': r.tokens}))\n")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert Path(out["path"]).name == "gemma-3-270m-Q4_K_M.gguf"
+    assert Path(out["path"]).resolve().is_relative_to((tmp_path / "hf-cache").resolve())
+    with specgen.Generator(model_path, n_ctx=128, n_threads=1) as local:
+        assert out["tokens"] == local.generate("The capital of France is", max_tokens=4, temperature=0).tokens

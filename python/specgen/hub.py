@@ -13,6 +13,7 @@ nothing is requested from the network.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from pathlib import Path
@@ -98,11 +99,25 @@ def _hf() -> Any:
     return huggingface_hub
 
 
+def _submodule(hf: Any, name: str) -> Any:
+    """``huggingface_hub.<name>`` imported by name: from 1.0 on the package loads its submodules lazily and
+    ``hf.constants`` is an AttributeError until something imports it."""
+    return importlib.import_module(f"{hf.__name__}.{name}")
+
+
+def _constants(hf: Any) -> Any:
+    return _submodule(hf, "constants")
+
+
 def _offline(hf: Any) -> bool:
     # huggingface_hub reads HF_HUB_OFFLINE once at import; the environment is checked too so that a value set
     # later in the process (tests, notebooks) is honoured.
     env = os.environ.get("HF_HUB_OFFLINE", "")
-    return env.upper() in ("1", "ON", "YES", "TRUE") or bool(hf.constants.is_offline_mode())
+    if env.upper() in ("1", "ON", "YES", "TRUE"):
+        return True
+    constants = _constants(hf)
+    is_offline = getattr(constants, "is_offline_mode", None)  # a function from 0.2x on, a flag before
+    return bool(is_offline()) if callable(is_offline) else bool(getattr(constants, "HF_HUB_OFFLINE", False))
 
 
 def _cache(cache_dir: str | os.PathLike[str] | None) -> str | None:
@@ -112,9 +127,43 @@ def _cache(cache_dir: str | os.PathLike[str] | None) -> str | None:
     return os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
 
 
+def _default_cache(hf: Any) -> str:
+    return str(getattr(_constants(hf), "HF_HUB_CACHE", "~/.cache/huggingface/hub"))
+
+
+def _error_classes(hf: Any, *names: str) -> tuple[type[BaseException], ...]:
+    """The named exception classes of this huggingface_hub: ``huggingface_hub.errors`` (0.24 on) or
+    ``huggingface_hub.utils`` (older releases); a name a version lacks is left out."""
+    found: list[type[BaseException]] = []
+    for module in ("errors", "utils"):
+        try:
+            mod = _submodule(hf, module)
+        except ImportError:
+            continue
+        for name in names:
+            cls = getattr(mod, name, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException) and cls not in found:
+                found.append(cls)
+    return tuple(found)
+
+
 def _hub_errors(hf: Any) -> tuple[type[BaseException], ...]:
-    return (hf.errors.HfHubHTTPError, hf.errors.OfflineModeIsEnabled, hf.errors.LocalEntryNotFoundError,
-            hf.errors.EntryNotFoundError, hf.errors.HFValidationError, OSError, ValueError)
+    return _error_classes(hf, "HfHubHTTPError", "OfflineModeIsEnabled", "LocalEntryNotFoundError",
+                          "EntryNotFoundError", "HFValidationError") + (OSError, ValueError)
+
+
+def _network_errors(hf: Any) -> tuple[type[BaseException], ...]:
+    """What a client raises when the Hub cannot be reached at all (no network, DNS, timeout): requests'
+    errors before huggingface_hub 1.0, httpx's (vendored as httpx2 in 2.x) after."""
+    errors: list[type[BaseException]] = [ConnectionError, TimeoutError, *_error_classes(hf, "OfflineModeIsEnabled")]
+    for module, names in (("requests", ("ConnectionError", "Timeout")), ("httpx", ("TransportError",)),
+                          ("httpx2", ("TransportError",))):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        errors += [getattr(mod, n) for n in names if isinstance(getattr(mod, n, None), type)]
+    return tuple(errors)
 
 
 def _hub_file(repo: str, filename: str, cache_dir: str | os.PathLike[str] | None) -> str:
@@ -122,7 +171,7 @@ def _hub_file(repo: str, filename: str, cache_dir: str | os.PathLike[str] | None
     offline = _offline(hf)
     try:
         return hf.hf_hub_download(repo, filename, cache_dir=_cache(cache_dir), local_files_only=offline)
-    except _hub_errors(hf) as e:
+    except _hub_errors(hf) + _network_errors(hf) as e:
         where = "in the local Hugging Face cache (offline mode)" if offline else "on the Hugging Face Hub"
         raise ModelLoadError(f"{repo}/{filename}: not found {where}: {_short(e)}") from e
 
@@ -132,21 +181,23 @@ def _hub_repo(repo: str, quant: str | None, cache_dir: str | os.PathLike[str] | 
     offline = _offline(hf)
     ref = f"{repo}:{quant}" if quant else repo
     files: list[str] | None = None
+    why_cache = "offline mode is on"
     if not offline:
         try:
             files = list(hf.list_repo_files(repo))
-        except (hf.errors.OfflineModeIsEnabled, ConnectionError, TimeoutError):
+        except _network_errors(hf) as e:
             offline = True  # no network: fall back to the cache as llama.cpp does
+            why_cache = f"the Hub could not be reached ({_short(e)})"
         except _hub_errors(hf) as e:
             raise ModelLoadError(f"{ref}: cannot list the repo on the Hugging Face Hub: {_short(e)}") from e
     if offline:
         files = _cached_files(hf, repo, cache_dir)
         if files is None:
             raise ModelLoadError(f"{ref}: repo not found in the local Hugging Face cache "
-                                 f"({_cache(cache_dir) or hf.constants.HF_HUB_CACHE}) and offline mode is on")
+                                 f"({_cache(cache_dir) or _default_cache(hf)}) and {why_cache}")
     assert files is not None
     filename = _pick_gguf(ref, files, quant)
-    return _hub_file(repo, filename, cache_dir) if not offline else _cached_path(hf, repo, filename, cache_dir, ref)
+    return _hub_file(repo, filename, cache_dir) if not offline else _cached_path(hf, repo, filename, cache_dir, ref, why_cache)
 
 
 def _cached_files(hf: Any, repo: str, cache_dir: str | os.PathLike[str] | None) -> list[str] | None:
@@ -159,10 +210,11 @@ def _cached_files(hf: Any, repo: str, cache_dir: str | os.PathLike[str] | None) 
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 
 
-def _cached_path(hf: Any, repo: str, filename: str, cache_dir: str | os.PathLike[str] | None, ref: str) -> str:
+def _cached_path(hf: Any, repo: str, filename: str, cache_dir: str | os.PathLike[str] | None, ref: str,
+                 why_cache: str) -> str:
     path = hf.try_to_load_from_cache(repo, filename, cache_dir=_cache(cache_dir))
     if not isinstance(path, str):
-        raise ModelLoadError(f"{ref}: {filename} is not in the local Hugging Face cache and offline mode is on")
+        raise ModelLoadError(f"{ref}: {filename} is not in the local Hugging Face cache and {why_cache}")
     return path
 
 
