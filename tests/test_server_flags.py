@@ -12,16 +12,44 @@ def kwargs(*argv):
 
 
 def test_default_is_auto():
-    assert kwargs()["draft"] == "auto"
+    assert kwargs()["draft_kind"] == "auto"
 
 
-@pytest.mark.parametrize("flag,draft", [("none", None), ("ngram", "ngram"), ("self", "self"), ("auto", "auto")])
-def test_draft_words(flag, draft):
-    assert kwargs("--draft", flag)["draft"] == draft
+@pytest.mark.parametrize("flag", ["none", "ngram", "self", "auto"])
+def test_draft_words(flag):
+    assert kwargs("--draft", flag)["draft_kind"] == flag
 
 
 def test_draft_model_path():
-    assert kwargs("-md", "small.gguf")["draft"] == "small.gguf"
+    kw = kwargs("-md", "small.gguf")
+    assert kw["draft_kind"] == "model" and kw["draft_model"] == "small.gguf"
+
+
+def test_llama_cpp_draft_number_is_draft_max():
+    notes = []
+    kw = cli.generator_kwargs(cli.build_parser().parse_args(["--draft", "16"]), notes)
+    assert kw["draft_max"] == 16 and kw["draft_kind"] == "auto" and "--draft-max 16" in notes[0]
+
+
+def test_every_generator_knob_is_a_serve_flag():
+    """One place adds a knob: every generator-scope knob of the engine's table is a serve flag with the
+    table's spellings, and a flag left out passes nothing (the Generator then takes the table's default)."""
+    from specgen import _core
+
+    parser = cli.build_parser()
+    spelled = {s for a in parser._actions for s in a.option_strings}
+    for spec in _core.param_specs():
+        if spec["scope"] == "generator":
+            assert spec["flags"] and set(spec["flags"]) <= spelled, spec["name"]
+    assert set(kwargs()) == {"model", "seed", "draft_kind"}
+
+
+def test_bad_values_are_usage_errors_naming_the_flag(capsys):
+    for argv, message in ((["--draft-max", "0"], "--draft-max must be in [1, 64]"),
+                          (["-c", "x"], "-c"), (["--draft", "eagle"], "--draft must be one of")):
+        with pytest.raises(SystemExit) as e:
+            cli.build_parser().parse_args(argv)
+        assert e.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_draft_model_and_word_refused():
@@ -29,18 +57,14 @@ def test_draft_model_and_word_refused():
         kwargs("-md", "small.gguf", "--draft", "ngram")
 
 
-def test_flag_defaults_are_the_engine_defaults():
-    # One meaning per knob: a flag left out gives the Generator what the engine's parameter table says
-    # (the server once seeded NanoSpec with top-3 while every other front-end used 16).
-    from specgen import _core
+def test_generator_keywords_are_the_table_knobs():
+    """Every generator-scope knob is a Generator keyword whose default is None: the engine's table
+    default, typed in one place only."""
+    import inspect
 
-    specs = {s["name"]: s for s in _core.param_specs()}
-    checked = 0
-    for name, value in kwargs().items():
-        spec = specs.get(name)
-        if value is None or spec is None or spec["type"] not in ("integer", "number", "flag") or name == "seed":
-            continue  # None: the Generator's own default
-        default = spec["default"] == "true" if spec["type"] == "flag" else float(spec["default"])
-        assert value == default, f"{name}: serve passes {value!r}, the engine's default is {spec['default']}"
-        checked += 1
-    assert checked >= 15
+    from specgen import Generator, _core
+
+    sig = inspect.signature(Generator.__init__).parameters
+    for spec in _core.param_specs():
+        if spec["scope"] == "generator" and spec["name"] != "draft_kind":
+            assert spec["name"] in sig and sig[spec["name"]].default is None, spec["name"]

@@ -1,4 +1,6 @@
-// Command-line options of the `specgen` binary (llama.cpp's flag names where llama.cpp has one).
+// Command-line options of the `specgen` binary. Every engine knob's flags, help line and parse come
+// from the parameter table (engine/params.h, param_specs()); this file adds only what the command
+// line itself needs (model, prompt, chat mode) and llama.cpp's flags that mean nothing here.
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -15,25 +17,27 @@ struct usage_error : std::runtime_error {
 };
 
 struct options {
-    std::string model;           // -m; empty: the default model
+    std::string model;           // -m; empty: the default model (or -hf)
+    std::string hf_repo;         // -hf: a Hub reference, resolved by the Python package
     std::string prompt;          // -p
     std::string prompt_file;     // -f
     bool has_prompt = false;
-    std::string draft_model;     // -md
-    std::string draft_kind;      // --draft self|ngram
-    uint64_t seed = 0;           // -s, when seed_given (-s -1 or none: a random seed)
-    bool seed_given = false;
-    generator_params gen;        // model_path and draft filled in by main
-    generate_params run;         // seed filled in by main
+    bool seed_given = false;     // -s: run.seed holds it (-1 drew a random one)
+    generator_params gen;        // every table knob of generator scope; model_path filled in by main
+    generate_params run;         // every table knob of generate scope
+    int n_gpu_layers = -1;       // -ngl: llama.cpp's offload count (> 0: the whole model on CUDA); -1: not given
+    bool conversation = false;   // -cnv / -i: chat with the model's template (the Python chat loop)
     bool show_help = false;
     bool show_version = false;
+    bool no_perf = false;        // --no-perf: no timing lines
+    bool log_disable = false;    // --log-disable: nothing on stderr but errors
+    std::vector<std::string> notes;  // one line each, printed before the run (llama.cpp flags ignored here)
 };
 
 // Parses argv[1..argc). Throws usage_error naming the flag and the value.
 options parse_args(int argc, char** argv);
 
-// The --help text.
+// The --help text (the engine's knobs generated from the parameter table).
 std::string usage_text();
-
 
 }  // namespace specgen::cli

@@ -21,6 +21,7 @@
 
 #include "args.h"
 #include "common/error.h"
+#include "backend/backend.h"
 #include "engine/generator.h"
 #include "python_helper.h"
 
@@ -73,7 +74,7 @@ std::string read_prompt_file(const std::string& path) {
     return s;
 }
 
-std::string describe_speculation(const options& o, const generator_params& g) {
+std::string describe_speculation(const generator_params& g) {
     if (g.draft.empty()) return "none (plain decoding)";
     std::string s = g.draft_type == draft_kind::model ? "draft model " + g.draft_model : draft_kind_name(g.draft_type);
     s += ", verify " + std::string(g.verify == verify_mode::block ? "block" : "token");
@@ -133,12 +134,26 @@ int run(int argc, char** argv) {
         std::printf("specgen %s\n", version());
         return 0;
     }
+    if (o.conversation) {  // chat needs the Jinja chat template: the Python package's chat loop runs it
+        std::string why;
+        exec_python_module("specgen.chat", argc - 1, argv + 1, &why);
+        throw runtime_failure(why);
+    }
+    auto note = [&](const std::string& line) {
+        if (!o.log_disable) std::fprintf(stderr, "specgen: note: %s\n", one_line(line).c_str());
+    };
+    for (const std::string& n : o.notes) note(n);
 
     // Inputs that live in files: checked before the model is loaded, so a typo fails fast.
     std::string prompt = o.prompt;
     if (!o.prompt_file.empty()) prompt = read_prompt_file(o.prompt_file);
 
     generator_params gp = o.gen;
+    if (!o.hf_repo.empty()) {
+        std::string why;
+        o.model = resolve_hub_model(o.hf_repo, &why);
+        if (o.model.empty()) throw runtime_failure("-hf: " + why);
+    }
     if (o.model.empty()) {
         o.model = default_model_path();
         if (o.model.empty())
@@ -151,16 +166,22 @@ int run(int argc, char** argv) {
         if (gp.frspec_path.empty())
             throw runtime_failure("--frspec needs --frspec-path (the shipped table comes with the specgen Python package)");
     }
-    if (!o.draft_model.empty()) {
-        if (!is_regular_file(o.draft_model))
-            throw runtime_failure("draft model file '" + o.draft_model + "' does not exist or is not a file");
-        gp.set_draft(draft_kind::model, o.draft_model);
-    } else if (!o.draft_kind.empty()) {
-        gp.set_draft(parse_draft_kind(o.draft_kind));
+    if (!gp.draft_model.empty()) {
+        if (!is_regular_file(gp.draft_model))
+            throw runtime_failure("draft model file '" + gp.draft_model + "' does not exist or is not a file");
+        gp.set_draft(draft_kind::model, gp.draft_model);
+    } else {
+        gp.set_draft(gp.draft_type);
     }
+    if (o.n_gpu_layers > 0 && gp.device == "cpu") {
+        // llama.cpp's habit: -ngl 99 on a machine without a usable GPU warns and runs on the CPU.
+        if (cuda_device_count() > 0) gp.device = "cuda";
+        else note("-ngl " + std::to_string(o.n_gpu_layers) + ": no usable CUDA device (or a build without CUDA), running on the CPU");
+    }
+    gp.validate();
 
     generate_params run = o.run;
-    run.seed = o.seed_given ? o.seed : random_seed();
+    if (!o.seed_given) run.seed = random_seed();
 
     const auto t0 = std::chrono::steady_clock::now();
     generator g(gp);
@@ -169,10 +190,12 @@ int run(int argc, char** argv) {
     std::signal(SIGINT, on_sigint);
     std::unique_ptr<generation> gen = g.start(tokens, run);
     // Printed once the request is accepted, so that a load or prompt error stays the only line on stderr.
-    std::fprintf(stderr, "specgen: model %s (%s, %d layers, n_vocab %d), n_ctx %d, threads %d\n", gp.model_path.c_str(),
-                 model_arch_name(g.target().hp().arch), int(g.target().hp().n_layer), int(g.n_vocab()), int(g.n_ctx()),
-                 int(g.params().n_threads));
-    std::fprintf(stderr, "specgen: speculation: %s\n", describe_speculation(o, gp).c_str());
+    if (!o.log_disable) {
+        std::fprintf(stderr, "specgen: model %s (%s, %d layers, n_vocab %d), n_ctx %d, threads %d\n", gp.model_path.c_str(),
+                     model_arch_name(g.target().hp().arch), int(g.target().hp().n_layer), int(g.n_vocab()), int(g.n_ctx()),
+                     int(g.params().n_threads));
+        std::fprintf(stderr, "specgen: speculation: %s\n", describe_speculation(gp).c_str());
+    }
 
     bool ends_with_newline = true;  // nothing printed yet
     while (!gen->done()) {
@@ -191,7 +214,7 @@ int run(int argc, char** argv) {
     // pipe or file stdout stays exactly the continuation (what scripts compare and concatenate).
     if (!ends_with_newline && ::isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
     std::fflush(stdout);
-    print_stats(*gen, load_ms, run.seed);
+    if (!o.no_perf && !o.log_disable) print_stats(*gen, load_ms, run.seed);
     return g_interrupted ? 130 : 0;
 }
 

@@ -56,7 +56,10 @@ std::string default_frspec_table() {
     return python_print_path("from specgen.generator import default_frspec_table; print(default_frspec_table())");
 }
 
-std::string python_print_path(const char* code) {
+namespace {
+
+// Runs `python -c code` (stderr discarded) and returns the last line it printed; "" when it fails.
+std::string python_last_line(const char* code) {
     const std::string py = python_executable();
     int fds[2];
     if (::pipe(fds) != 0) return "";
@@ -96,11 +99,34 @@ std::string python_print_path(const char* code) {
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
     out = trim(out);
-    // The last line is the path (a package may print a notice before it).
+    // The last line is the answer (a package may print a notice before it).
     if (const size_t nl = out.rfind('\n'); nl != std::string::npos) out = trim(out.substr(nl + 1));
+    return out;
+}
+
+}  // namespace
+
+std::string python_print_path(const char* code) {
+    const std::string out = python_last_line(code);
     struct stat st;
     if (out.empty() || ::stat(out.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
     return out;
+}
+
+std::string resolve_hub_model(const std::string& ref, std::string* why) {
+    // The reference travels in the environment, never inside the code.
+    ::setenv("SPECGEN_HF_REF", ref.c_str(), 1);
+    const std::string out = python_last_line(
+        "import os\n"
+        "try:\n"
+        "    from specgen.hub import resolve_model\n"
+        "    print('path:' + resolve_model(os.environ['SPECGEN_HF_REF']))\n"
+        "except Exception as e:\n"
+        "    print('error:' + ' '.join(str(e).split()))\n");
+    ::unsetenv("SPECGEN_HF_REF");
+    if (out.rfind("path:", 0) == 0) return out.substr(5);
+    *why = out.rfind("error:", 0) == 0 ? out.substr(6) : "cannot run the Python package to resolve it (set SPECGEN_PYTHON)";
+    return "";
 }
 
 void exec_python_module(const char* module, int argc, char** argv, std::string* why) {

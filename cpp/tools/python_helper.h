@@ -16,6 +16,10 @@ std::string python_executable();
 // Returns "" when the package is not installed or Python cannot be run (its stderr is discarded).
 std::string default_model_path();
 
+// A Hub reference (org/repo:QUANT, org/repo/file.gguf) resolved to a local file by the Python
+// package (specgen.hub, which downloads into the Hub cache); "" with the one-line reason in *why.
+std::string resolve_hub_model(const std::string& ref, std::string* why);
+
 // The FR-Spec table shipped in the Python package (specgen/data), or "" when it cannot be found.
 std::string default_frspec_table();
 

@@ -141,8 +141,8 @@ class Generator:
     and grows it back after full acceptances.
 
     Every range, default and message comes from the engine's parameter table
-    (``specgen._core.param_specs()``); ``n_threads`` None or 0 means automatic, ``seed`` None or -1 a
-    fresh random seed.
+    (``specgen._core.param_specs()``): a keyword left at None takes the table's default;
+    ``n_threads`` None or 0 means automatic, ``seed`` None or -1 a fresh random seed.
 
     SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
     ``n_threads_draft`` threads while the target verifies (unset: ``n_threads`` is split, half for
@@ -176,36 +176,36 @@ class Generator:
         draft: Optional[Union[str, os.PathLike]] = None,
         draft_kind: Optional[str] = None,
         draft_model: Optional[Union[str, os.PathLike]] = None,
-        n_ctx: int = 4096,
+        n_ctx: Optional[int] = None,
         n_threads: Optional[int] = None,
         n_threads_draft: Optional[int] = None,
         seed: Optional[int] = None,
-        verify: str = "block",
-        draft_max: int = 8,
-        draft_min: int = 0,
+        verify: Optional[str] = None,
+        draft_max: Optional[int] = None,
+        draft_min: Optional[int] = None,
         draft_p_min: Optional[float] = None,
-        draft_adaptive: bool = True,
-        self_layers: int = 0,
-        ngram_max: int = 4,
-        ngram_min: int = 1,
-        nanospec: bool = False,
-        nanospec_capacity: int = 3072,
-        nanospec_topk: int = 16,
-        frspec: int = 0,
+        draft_adaptive: Optional[bool] = None,
+        self_layers: Optional[int] = None,
+        ngram_max: Optional[int] = None,
+        ngram_min: Optional[int] = None,
+        nanospec: Optional[bool] = None,
+        nanospec_capacity: Optional[int] = None,
+        nanospec_topk: Optional[int] = None,
+        frspec: Optional[int] = None,
         frspec_path: Optional[Union[str, os.PathLike]] = None,
-        reuse_draft_hidden: bool = True,
-        ssd: bool = False,
-        ssd_fanout: int = 4,
-        ssd_fanout_schedule: str = "uniform",
-        ssd_backup: str = "neural",
-        ssd_budget: int = -1,
-        saguaro_c: float = 1.0,
-        n_parallel: int = 1,
-        max_queued: int = 256,
-        type_k: str = "f32",
-        type_v: str = "f32",
-        batch_draft_policy: bool = True,
-        device: str = "cpu",
+        reuse_draft_hidden: Optional[bool] = None,
+        ssd: Optional[bool] = None,
+        ssd_fanout: Optional[int] = None,
+        ssd_fanout_schedule: Optional[str] = None,
+        ssd_backup: Optional[str] = None,
+        ssd_budget: Optional[int] = None,
+        saguaro_c: Optional[float] = None,
+        n_parallel: Optional[int] = None,
+        max_queued: Optional[int] = None,
+        type_k: Optional[str] = None,
+        type_v: Optional[str] = None,
+        batch_draft_policy: Optional[bool] = None,
+        device: Optional[str] = None,
         cache_dir: Optional[Union[str, os.PathLike]] = None,
         model_path: Optional[Union[str, os.PathLike]] = None,
     ) -> None:
@@ -219,31 +219,30 @@ class Generator:
         for name, ref in (("model", model), ("draft", draft), ("draft_model", draft_model)):
             if ref is not None and not isinstance(ref, (str, os.PathLike)):
                 raise InvalidParameterError(f"{name} must be a path, a Hub reference or None, got {type(ref).__name__}")
+        device = "cpu" if device is None else device
         _core.parse_device(_word("device", device, "'cpu', 'cuda' or 'cuda:N'"))
         kind, draft_ref = self._draft_choice(draft, draft_kind, draft_model)
 
         p = _core.GeneratorParams()
         p.model_path = resolve_model(model, cache_dir=cache_dir)
         p.device = device  # "cuda" without CUDA in the build or without a device: DeviceError
-        # None and 0 both mean automatic threads.
-        p.n_threads = 0 if n_threads is None else _param("n_threads", n_threads)
-        p.n_threads_draft = 0 if n_threads_draft is None else _param("n_threads_draft", n_threads_draft)
-        # None and -1 both mean the measured best for the drafter's head (0.5 with NanoSpec, else off).
-        p.draft_p_min = -1.0 if draft_p_min is None else _param("draft_p_min", draft_p_min)
-        for name, value in (("n_ctx", n_ctx), ("draft_max", draft_max), ("draft_min", draft_min),
-                            ("draft_adaptive", draft_adaptive),
-                            ("self_layers", self_layers), ("ngram_max", ngram_max), ("ngram_min", ngram_min),
-                            ("nanospec", nanospec), ("nanospec_capacity", nanospec_capacity),
-                            ("nanospec_topk", nanospec_topk), ("frspec", frspec),
-                            ("reuse_draft_hidden", reuse_draft_hidden), ("ssd", ssd), ("ssd_fanout", ssd_fanout),
-                            ("ssd_budget", ssd_budget), ("saguaro_c", saguaro_c), ("n_parallel", n_parallel),
-                            ("max_queued", max_queued), ("batch_draft_policy", batch_draft_policy)):
-            setattr(p, name, _param(name, value))
-        p.verify = _choice("verify", verify, _core.VerifyMode)
-        p.ssd_fanout_schedule = _choice("ssd_fanout_schedule", ssd_fanout_schedule, _core.SsdSchedule)
-        p.ssd_backup = _choice("ssd_backup", ssd_backup, _core.SsdBackup)
-        p.type_k = _choice("type_k", type_k, _core.KvType)
-        p.type_v = _choice("type_v", type_v, _core.KvType)
+        # Every other knob of the table: None leaves the engine's default (the struct's initialiser,
+        # which is the table's); a value is type-checked and range-checked by the table.
+        given = dict(n_ctx=n_ctx, n_threads=n_threads, n_threads_draft=n_threads_draft, verify=verify,
+                     draft_max=draft_max, draft_min=draft_min, draft_p_min=draft_p_min,
+                     draft_adaptive=draft_adaptive, self_layers=self_layers, ngram_max=ngram_max,
+                     ngram_min=ngram_min, nanospec=nanospec, nanospec_capacity=nanospec_capacity,
+                     nanospec_topk=nanospec_topk, frspec=frspec, reuse_draft_hidden=reuse_draft_hidden, ssd=ssd,
+                     ssd_fanout=ssd_fanout, ssd_fanout_schedule=ssd_fanout_schedule, ssd_backup=ssd_backup,
+                     ssd_budget=ssd_budget, saguaro_c=saguaro_c, n_parallel=n_parallel, max_queued=max_queued,
+                     type_k=type_k, type_v=type_v, batch_draft_policy=batch_draft_policy)
+        for name, value in given.items():
+            if value is None:
+                continue
+            if _specs()[name]["type"] == "choice":  # the field's enum member of that name
+                setattr(p, name, _choice(name, value, type(getattr(p, name))))
+            else:
+                setattr(p, name, _param(name, value))
         # FR-Spec's frequency table (read only when frspec > 0).
         p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before

@@ -114,6 +114,7 @@ struct generate_params {
 // ---- the parameter table ----------------------------------------------------------------------
 enum class param_type { integer, number, flag, choice, text };
 enum class param_scope { generator, generate };
+enum class param_group { engine, speculative, sampling };  // the section of a front-end's help
 
 struct param_spec {
     const char* name;           // the field name (Python keyword, C struct member)
@@ -124,6 +125,9 @@ struct param_spec {
     const char* choices;        // choice: "a|b|c"
     const char* default_value;  // as text
     const char* doc;            // one line: meaning, unit, special values
+    const char* flags;          // command-line spellings, "-c|--ctx-size" (llama.cpp's first); flag-type
+                                // knobs also take --no-<long name>
+    param_group group;
 };
 
 // Every knob, generator and generate scope, in documentation order.
@@ -141,5 +145,12 @@ void check_param_range(const param_spec& spec, long double value, const std::str
 // range-checks it; the errors name `label` ("-c", "--temp"). Returns the value; choices return
 // their index in spec.choices.
 long double parse_param_text(const param_spec& spec, const std::string& text, const std::string& label);
+// Sets the knob `spec` in g or r from its text (the strict parse above; errors name `label`): flags
+// take true/false, `stop` appends, seed -1 draws a random seed, draft_kind / draft_model set only
+// their own fields (the caller then calls g.set_draft). Every knob of the table has a field here.
+void assign_param_text(const param_spec& spec, const std::string& text, const std::string& label, generator_params& g,
+                       generate_params& r);
+// The spec's command-line spellings: its flags, plus --no-<long name> for a flag-type knob.
+std::vector<std::string> param_flag_names(const param_spec& spec);
 
 }  // namespace specgen

@@ -80,10 +80,12 @@ void bind_params(nb::module_& m) {
             }
             d["default"] = s.default_value;
             d["doc"] = s.doc;
+            d["flags"] = param_flag_names(s);
+            d["group"] = s.group == param_group::engine ? "engine" : s.group == param_group::speculative ? "speculative" : "sampling";
             out.append(d);
         }
         return out;
-    }, "The parameter table: one dict per knob {name, scope, type, min, max, range, choices, default, doc}.");
+    }, "The parameter table: one dict per knob {name, scope, type, min, max, range, choices, default, doc, flags, group}.");
     m.def(
         "check_param",
         [](const std::string& name, nb::handle value) {

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from specgen import flags
 from specgen.bench import grammar, presets
 
 PROG = "specgen bench"
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="shipped sets (text,edit,code,chat) and/or JSONL files, comma-separated")
     ap.add_argument("--n-prompts", type=int, default=None, help="at most N prompts per set")
     ap.add_argument("-n", "--max-tokens", type=int, default=64)
-    ap.add_argument("--draft-max", "-g", default="8", help="gamma values, e.g. 4,8")
+    ap.add_argument("--draft-max", "-g", default=flags.default("draft_max"),
+                    help="gamma values, e.g. 4,8 (default: the engine's draft_max)")
     ap.add_argument("-t", "--threads", default=None, help="thread counts, e.g. 1,2 (default: all usable CPUs)")
     ap.add_argument("--temp", default="0", help="temperatures, e.g. 0,1")
     ap.add_argument("-r", "--repeats", type=int, default=1)

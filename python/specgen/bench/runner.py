@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from specgen import flags
 from specgen.bench.grammar import (DEFAULT_CONFIGS, NOT_IMPLEMENTED, Cell, expand, load_prompts, parse_config,
                                    parse_list)
 from specgen.bench.stats import pool_runs, ratio, speed_of_light, spread
@@ -158,7 +159,7 @@ def run(
     prompts: Union[str, Sequence[str], None] = None,
     *,
     n_prompts: Optional[int] = None,
-    draft_max: Union[str, Sequence[int]] = (8,),
+    draft_max: Union[str, Sequence[int], None] = None,
     threads: Union[str, Sequence[int], None] = None,
     temperatures: Union[str, Sequence[float]] = (0.0,),
     max_tokens: int = 64,
@@ -184,7 +185,8 @@ def run(
     cfgs = [parse_config(s) for s in parse_list(configs if configs is not None else DEFAULT_CONFIGS, str)]
     # A model that cannot be found fails here, once, not as one error row per configuration.
     model_ref, model = model, resolve_model(model)
-    gammas = parse_list(draft_max, int) or [8]
+    gammas = parse_list(draft_max, int) if draft_max is not None else []
+    gammas = gammas or [int(flags.default("draft_max"))]
     if threads is None:
         threads = [len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)]
     thread_list = parse_list(threads, int)
