@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from specgen import _core
 from specgen.server.body_limit import BodyLimit
 from specgen.server.engine import EngineAdapter
 from specgen.server.errors import APIError, error_response
@@ -67,7 +68,7 @@ def create_app(generator, *, model_name: Optional[str] = None, chat_template: Op
         yield
         engine.close()
 
-    app = FastAPI(title="specgen", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="specgen", version=_core.version(), lifespan=lifespan,
                   description="OpenAI-compatible completions over specgen's speculative-decoding engine")
     app.state.specgen = ServerState(generator, engine, metrics, name, template, template_error, max_tokens_limit,
                                     int(time.time()))
