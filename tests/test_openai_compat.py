@@ -70,10 +70,13 @@ def test_prompt_over_the_context_names_the_limit(gen):
         gen.create_completion("word " * (gen.n_ctx + 10), max_tokens=2)
 
 
-def test_chat_without_a_template_is_a_clear_error(gen):
-    from specgen.chat_template import ChatTemplateError
-
-    with pytest.raises(ChatTemplateError, match="chat_template"):
-        gen.create_chat_completion([{"role": "user", "content": "hi"}], max_tokens=2)
+def test_chat_without_a_template_uses_the_architectures_builtin(gen):
+    # The reference GGUF carries no tokenizer.chat_template: Gemma 3's built-in one renders the chat, as
+    # llama.cpp falls back to a built-in format (specgen.chat_template.builtin_template_name).
+    msgs = [{"role": "user", "content": "hi"}]
+    fallback = gen.create_chat_completion(msgs, max_tokens=4, temperature=0)
+    named = gen.create_chat_completion(msgs, chat_template="gemma3", max_tokens=4, temperature=0)
+    assert fallback["choices"][0]["message"] == named["choices"][0]["message"]
+    assert fallback["usage"]["prompt_tokens"] == named["usage"]["prompt_tokens"]
     with pytest.raises(InvalidParameterError, match="top_logprobs"):
         gen.create_chat_completion([{"role": "user", "content": "hi"}], chat_template="gemma3", top_logprobs=2)

@@ -96,16 +96,49 @@ class ChatTemplate:
 
 def template_for(generator, override: Optional[str] = None) -> ChatTemplate:
     """The chat template of ``generator``'s model: ``override`` (a file or a shipped name) if given,
-    else the GGUF's tokenizer.chat_template; ChatTemplateError when there is neither."""
+    else the GGUF's tokenizer.chat_template, else the built-in template of its architecture
+    (builtin_template_name). ``.origin`` says which. ChatTemplateError
+    when there is none of these."""
     if override is not None:
         source = load_template_source(str(override))
+        origin = f"file:{override}" if os.path.isfile(str(override)) else f"builtin:{override}"
     else:
         source = generator.metadata.get("tokenizer.chat_template")
+        origin = "gguf"
         if not source:
-            raise ChatTemplateError(
-                f"the model {os.path.basename(str(generator.model_path))} has no tokenizer.chat_template in its GGUF; "
-                f"pass a template with --chat-template FILE (or chat_template=...; specgen ships {shipped_templates()})")
+            builtin = builtin_template_name(generator)
+            if builtin is None:
+                raise ChatTemplateError(
+                    f"the model {os.path.basename(str(generator.model_path))} has no tokenizer.chat_template in its GGUF "
+                    f"and specgen has no built-in one for its architecture; pass a template with --chat-template FILE "
+                    f"(or chat_template=...; specgen ships {shipped_templates()})")
+            source, origin = load_template_source(builtin), f"builtin:{builtin}"
     core = generator._g
     bos = core.token_bytes(core.bos_id).decode("utf-8", "replace") if core.bos_id >= 0 else ""
     eos = core.token_bytes(core.eos_id).decode("utf-8", "replace") if core.eos_id >= 0 else ""
-    return ChatTemplate(source, bos, eos)
+    template = ChatTemplate(source, bos, eos)
+    template.origin = origin  # "gguf", "builtin:NAME" or "file:PATH": what the server states in /props
+    return template
+
+
+def builtin_template_name(generator) -> Optional[str]:
+    """The shipped template for a model whose GGUF has no chat template, by general.architecture (as
+    llama.cpp falls back to a built-in format): Gemma -> gemma3, Qwen2/3 -> chatml; "llama" files are
+    told apart by their vocabulary (Llama 3's header tokens, Mistral's [INST], else Llama 2). None for
+    other architectures."""
+    arch = generator.metadata.get("general.architecture", "")
+    if arch in ("gemma", "gemma2", "gemma3"):
+        return "gemma3"
+    if arch in ("qwen2", "qwen3"):
+        return "chatml"
+    if arch == "llama":
+        if _is_one_token(generator, "<|start_header_id|>"):
+            return "llama3"
+        if _is_one_token(generator, "[INST]"):
+            return "mistral"
+        return "llama2"
+    return None
+
+
+def _is_one_token(generator, text: str) -> bool:
+    return len(generator.tokenize(text, add_bos=False, special=True)) == 1
