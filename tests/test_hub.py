@@ -301,3 +301,24 @@ def test_generator_loads_a_hub_reference_in_a_fresh_process(tmp_path, model_path
     assert Path(out["path"]).resolve().is_relative_to((tmp_path / "hf-cache").resolve())
     with specgen.Generator(model_path, n_ctx=128, n_threads=1) as local:
         assert out["tokens"] == local.generate("The capital of France is", max_tokens=4, temperature=0).tokens
+
+
+def test_glob_picks_the_one_matching_file_online_and_offline(online_hub, monkeypatch):
+    from specgen.hub import resolve_hub_glob
+
+    hub, cache = online_hub
+    path = resolve_hub_glob(REPO, "*Q8_0.gguf")
+    assert Path(path).name == "tiny-Q8_0.gguf" and _is_gguf(path)
+    with pytest.raises(ModelLoadError, match=r"2 files in the repo match '\*f16\.gguf'.*mmproj-tiny-f16\.gguf"):
+        resolve_hub_glob(REPO, "*f16.gguf")
+    with pytest.raises(ModelLoadError, match=r"no file in the repo matches '\*q2_k\*'; files: .*tiny-Q8_0\.gguf"):
+        resolve_hub_glob(REPO, "*q2_k*")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_hub_glob(REPO, "*Q8_0.gguf") == path
+
+
+def test_glob_into_a_local_dir(online_hub, tmp_path):
+    from specgen.hub import resolve_hub_glob
+
+    path = resolve_hub_glob(REPO, "tiny-Q4_K_M.gguf", local_dir=tmp_path / "models")
+    assert Path(path).resolve() == (tmp_path / "models" / "tiny-Q4_K_M.gguf").resolve() and _is_gguf(path)

@@ -21,7 +21,7 @@ from typing import Any
 
 from specgen.errors import ModelLoadError
 
-__all__ = ["DEFAULT_QUANT", "resolve_model"]
+__all__ = ["DEFAULT_QUANT", "resolve_model", "resolve_hub_glob"]
 
 #: The tag picked when a repo holds several .gguf files and the reference names none (llama.cpp's default).
 DEFAULT_QUANT = "Q4_K_M"
@@ -178,26 +178,57 @@ def _hub_file(repo: str, filename: str, cache_dir: str | os.PathLike[str] | None
 
 def _hub_repo(repo: str, quant: str | None, cache_dir: str | os.PathLike[str] | None) -> str:
     hf = _hf()
-    offline = _offline(hf)
     ref = f"{repo}:{quant}" if quant else repo
-    files: list[str] | None = None
-    why_cache = "offline mode is on"
-    if not offline:
+    files, why_cache = _repo_files(hf, repo, ref, cache_dir)
+    filename = _pick_gguf(ref, files, quant)
+    if why_cache is None:
+        return _hub_file(repo, filename, cache_dir)
+    return _cached_path(hf, repo, filename, cache_dir, ref, why_cache)
+
+
+def resolve_hub_glob(repo: str, pattern: str, cache_dir: str | os.PathLike[str] | None = None,
+                     local_dir: str | os.PathLike[str] | None = None) -> str:
+    """The local path of the one file of Hub repo ``repo`` whose path in the repo matches the glob
+    ``pattern`` ("*Q8_0.gguf", as llama-cpp-python's Llama.from_pretrained takes it), downloaded into the
+    cache (or ``local_dir``), or found in the cache when offline. ModelLoadError when no file or several
+    files match (the message lists them)."""
+    import fnmatch
+
+    hf = _hf()
+    ref = f"{repo} ({pattern})"
+    files, why_cache = _repo_files(hf, repo, ref, cache_dir)
+    hits = [f for f in files if fnmatch.fnmatchcase(f, pattern)]
+    if len(hits) != 1:
+        listed = ", ".join(hits if hits else files) or "none"
+        what = "no file in the repo matches" if not hits else f"{len(hits)} files in the repo match"
+        raise ModelLoadError(f"{repo}: {what} {pattern!r}; {'matching' if hits else 'files'}: {listed}")
+    filename = hits[0]
+    if why_cache is not None:
+        return _cached_path(hf, repo, filename, cache_dir, ref, why_cache)
+    if local_dir is None:
+        return _hub_file(repo, filename, cache_dir)
+    try:
+        return hf.hf_hub_download(repo, filename, cache_dir=_cache(cache_dir), local_dir=os.fspath(local_dir))
+    except _hub_errors(hf) + _network_errors(hf) as e:
+        raise ModelLoadError(f"{repo}/{filename}: could not be downloaded to {local_dir}: {_short(e)}") from e
+
+
+def _repo_files(hf: Any, repo: str, ref: str, cache_dir: str | os.PathLike[str] | None) -> tuple[list[str], str | None]:
+    """The files of ``repo``: listed on the Hub, else (offline mode, or the Hub unreachable) those of its
+    cached snapshot. The second value is None online, else why the cache was used."""
+    why_cache = "offline mode is on" if _offline(hf) else None
+    if why_cache is None:
         try:
-            files = list(hf.list_repo_files(repo))
+            return list(hf.list_repo_files(repo)), None
         except _network_errors(hf) as e:
-            offline = True  # no network: fall back to the cache as llama.cpp does
-            why_cache = f"the Hub could not be reached ({_short(e)})"
+            why_cache = f"the Hub could not be reached ({_short(e)})"  # fall back to the cache as llama.cpp does
         except _hub_errors(hf) as e:
             raise ModelLoadError(f"{ref}: cannot list the repo on the Hugging Face Hub: {_short(e)}") from e
-    if offline:
-        files = _cached_files(hf, repo, cache_dir)
-        if files is None:
-            raise ModelLoadError(f"{ref}: repo not found in the local Hugging Face cache "
-                                 f"({_cache(cache_dir) or _default_cache(hf)}) and {why_cache}")
-    assert files is not None
-    filename = _pick_gguf(ref, files, quant)
-    return _hub_file(repo, filename, cache_dir) if not offline else _cached_path(hf, repo, filename, cache_dir, ref, why_cache)
+    files = _cached_files(hf, repo, cache_dir)
+    if files is None:
+        raise ModelLoadError(f"{ref}: repo not found in the local Hugging Face cache "
+                             f"({_cache(cache_dir) or _default_cache(hf)}) and {why_cache}")
+    return files, why_cache
 
 
 def _cached_files(hf: Any, repo: str, cache_dir: str | os.PathLike[str] | None) -> list[str] | None:
