@@ -163,7 +163,7 @@ def test_stop_string_spanning_tokens(gen):
 
 # --- generator parameters -----------------------------------------------------------------------
 BAD_GENERATOR = [
-    ("verify", "fast"), ("verify", None), ("draft_max", 0), ("draft_max", 65), ("draft_max", 2.0),
+    ("verify", "fast"), ("verify", 1), ("draft_max", 0), ("draft_max", 65), ("draft_max", 2.0),
     ("draft_min", -1), ("draft_min", 9), ("draft_p_min", math.nan), ("draft_p_min", 1.5), ("draft_p_min", -0.1),
     ("ngram_min", 0), ("ngram_max", 65), ("self_layers", -1), ("self_layers", 2**40), ("frspec", 2**40), ("n_ctx", 0), ("n_ctx", -5), ("n_ctx", 2**21),
     ("n_ctx", "64"), ("n_threads", -1), ("n_threads", 10**6), ("seed", -3), ("nanospec", 1),

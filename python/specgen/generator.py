@@ -521,7 +521,6 @@ class Generator:
         gp.stop = [self._text(s, "stop string") for s in stop]
         gp.seed = _seed(seed) if seed is not None else (self.seed if self.seed is not None else _core.random_seed())
         gp.logprobs = -1 if logprobs is None else _check_int("logprobs", logprobs, 0, 1024)
-        gp.validate()
         if isinstance(prompt, (str, bytes, bytearray)):
             # Control tokens written in the prompt ("<start_of_turn>") are parsed, as chat
             # templates need (llama-cpp-python does the same for completions).

@@ -347,7 +347,6 @@ void generate_params::validate() const {
     check("min_p", sampling.min_p);
     check("repeat_penalty", sampling.repeat_penalty);
     check("repeat_last_n", sampling.repeat_last_n);
-    sampling.validate();
     require(logprobs >= -1 && logprobs <= 1024, "logprobs must be in [-1, 1024] (-1 = off), got " + std::to_string(logprobs));
     for (const auto& s : stop) require(s.size() <= 4096, "stop strings must be at most 4096 bytes");
 }

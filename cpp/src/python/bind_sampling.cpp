@@ -50,6 +50,7 @@ void bind_sampling(nb::module_& m) {
             if (ids && ids->shape(0) != logits.shape(0))
                 throw invalid_argument_error("process_logits: ids has " + std::to_string(ids->shape(0)) +
                                              " entries for " + std::to_string(n) + " logits");
+            params.validate();
             logits_processor proc;
             token_dist out;
             proc.process(logits.data(), ids ? ids->data() : nullptr, n, params,

@@ -55,7 +55,6 @@ void logits_processor::process(const float* logits, const int32_t* ids, int32_t 
                                const sampling_params& params, const int32_t* history,
                                size_t n_history, token_dist& out) {
     if (n <= 0) throw invalid_argument_error("logits_processor: n = " + std::to_string(n) + " logits");
-    params.validate();
 
     const bool penalty = params.repeat_penalty != 1.0f && params.repeat_last_n != 0 && n_history > 0;
     if (params.greedy() && !penalty && !ids) {

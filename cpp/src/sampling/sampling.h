@@ -65,7 +65,8 @@ public:
     // logits: [n] raw scores. ids: nullptr when logits cover the whole vocabulary (ids 0..n-1), else
     // [n] the token id of each logit (a subset, e.g. NanoSpec's in-context vocabulary S).
     // history: [n_history] previous tokens (prompt + generated), most recent last, for the penalty.
-    // Throws invalid_argument_error for n <= 0 or invalid params.
+    // params must be valid (a request's are checked once, when it starts). Throws
+    // invalid_argument_error for n <= 0.
     void process(const float* logits, const int32_t* ids, int32_t n, const sampling_params& params,
                  const int32_t* history, size_t n_history, token_dist& out);
 
