@@ -115,3 +115,42 @@ def test_design_lists_every_stats_field():
     section = text[text.index("## 7."):text.index("## 8.")]
     missing = [name for name, _ in GenerationStats.fields() if f"`{name}" not in section]
     assert missing == [], missing
+
+
+PATH_IN_DOC = re.compile(r"\b((?:cpp|python|tests|tools|cuda|docs|cmake)/[A-Za-z0-9_./{},*-]*[A-Za-z0-9_/}*])")
+
+
+def _expand(path: str):
+    """engine/request.{h,cpp} -> both files; a trailing '/' is a directory."""
+    m = re.search(r"\{([^}]*)\}", path)
+    if not m:
+        yield path
+        return
+    for alt in m.group(1).split(","):
+        yield from _expand(path[:m.start()] + alt + path[m.end():])
+
+
+@pytest.mark.parametrize("doc", ["DESIGN.md", "ALGORITHMS.md"])
+def test_every_path_the_design_names_exists(doc):
+    """docs/DESIGN.md is the map of the code: each file or directory it names is in the repository
+    (paths relative to the root, or to cpp/src/ where the text names a cpp/src/ subdirectory)."""
+    missing = []
+    for m in PATH_IN_DOC.finditer(DOCS[doc].read_text()):
+        for p in _expand(m.group(1).rstrip(".")):
+            if "*" in p:
+                if not list(ROOT.glob(p)):
+                    missing.append(p)
+            elif not (ROOT / p).exists() and not (ROOT / "cpp" / "src" / p).exists():
+                missing.append(p)
+    assert not missing, f"{doc} names paths that do not exist: {sorted(set(missing))}"
+
+
+def test_design_names_engine_paths_relative_to_cpp_src():
+    """Paths like engine/request.h in docs/DESIGN.md are relative to cpp/src/ and must exist there."""
+    text = DOCS["DESIGN.md"].read_text()
+    missing = []
+    for m in re.finditer(r"(?<![\w/])((?:engine|speculative|model|backend|quant|sampling|tokenizer|gguf|api|python)/[A-Za-z0-9_./{},-]*[A-Za-z0-9_}])", text):
+        for p in _expand(m.group(1)):
+            if not (ROOT / "cpp" / "src" / p).exists() and not (ROOT / p).exists() and not (ROOT / "python" / "specgen" / p).exists():
+                missing.append(p)
+    assert not missing, f"DESIGN.md names paths that do not exist: {sorted(set(missing))}"
