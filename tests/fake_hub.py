@@ -11,6 +11,7 @@ $SPECGEN_FAKE_HUB: JSON {"org/repo": {"file name": "/local/path"}}.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -108,6 +109,29 @@ def install(hub: FakeHub):
         http.Client.__init__ = original
 
     return undo
+
+
+def online_mode(monkeypatch) -> None:
+    """Online mode in this process: huggingface_hub froze HF_HUB_OFFLINE when an earlier test imported it with
+    the variable set, so its flag is reset too (a user's process reads the variable once, as it is)."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(importlib.import_module("huggingface_hub.constants"), "HF_HUB_OFFLINE", False)
+
+
+@contextlib.contextmanager
+def serving(hub: FakeHub):
+    """``hub`` answers huggingface_hub in this process inside the block (the shared client is made again
+    on both sides, so no client outlives its transport)."""
+    import huggingface_hub
+
+    undo = install(hub)
+    huggingface_hub.close_session()
+    try:
+        yield hub
+    finally:
+        undo()
+        huggingface_hub.close_session()
 
 
 def install_from_env() -> None:

@@ -182,21 +182,10 @@ def test_missing_huggingface_hub_says_how_to_install(monkeypatch):
 # Online: the code a user runs, against a fake Hub at the HTTP layer (tests/fake_hub.py); nothing leaves the machine.
 # --------------------------------------------------------------------------------------------------------------
 
-def _online(monkeypatch):
-    """Online mode in this process: huggingface_hub froze HF_HUB_OFFLINE when an earlier test imported it with
-    the variable set, so its flag is reset too (a user's process reads the variable once, as it is)."""
-    import importlib
-
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(importlib.import_module("huggingface_hub.constants"), "HF_HUB_OFFLINE", False)
-
-
 @pytest.fixture
 def online_hub(tmp_path, monkeypatch):
     """A fake Hub serving REPO's files; HF_HUB_OFFLINE unset, an empty cache in tmp_path."""
     import fake_hub
-    import huggingface_hub
 
     files = {}
     for name in FILES:
@@ -205,14 +194,10 @@ def online_hub(tmp_path, monkeypatch):
             files[name] = str(tmp_path / name)
         else:
             files[name] = b"# readme\n"
-    hub = fake_hub.FakeHub({REPO: files})
-    undo = fake_hub.install(hub)
-    huggingface_hub.close_session()  # the shared client is made again, with the fake transport
-    _online(monkeypatch)
+    fake_hub.online_mode(monkeypatch)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    yield hub, tmp_path / "hf-cache"
-    undo()
-    huggingface_hub.close_session()
+    with fake_hub.serving(fake_hub.FakeHub({REPO: files})) as hub:
+        yield hub, tmp_path / "hf-cache"
 
 
 def test_online_quant_reference_is_listed_and_downloaded(online_hub, monkeypatch):
@@ -243,7 +228,6 @@ def test_online_errors_are_model_load_errors(online_hub):
 
 def test_unreachable_hub_falls_back_to_the_cache(tmp_path, monkeypatch):
     import fake_hub
-    import huggingface_hub
 
     http = __import__(fake_hub.http_module_name())
 
@@ -257,17 +241,12 @@ def test_unreachable_hub_falls_back_to_the_cache(tmp_path, monkeypatch):
     import time
 
     monkeypatch.setattr(time, "sleep", lambda seconds: None)
-    undo = fake_hub.install(Down({}))
-    huggingface_hub.close_session()
-    _online(monkeypatch)
+    fake_hub.online_mode(monkeypatch)
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    try:
+    with fake_hub.serving(Down({})):
         assert Path(resolve_model(f"{REPO}:Q8_0")).name == "tiny-Q8_0.gguf"
         with pytest.raises(ModelLoadError, match=r"not found in the local Hugging Face cache .*could not be reached"):
             resolve_model("otherorg/absent:Q4_K_M")
-    finally:
-        undo()
-        huggingface_hub.close_session()
 
 
 def test_generator_loads_a_hub_reference_in_a_fresh_process(tmp_path, model_path):

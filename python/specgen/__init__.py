@@ -15,12 +15,14 @@ from specgen.errors import (
     SpecgenNotImplementedError,
 )
 from specgen.generator import GenerationResult, GenerationStats, Generator
+from specgen.llama import Llama  # llama-cpp-python's class over the same engine
 from specgen import bounds, paths, verify  # noqa: E402  (submodules as attributes)
 from specgen._core import Rng, SamplingParams
 from specgen._core import __version__  # CMake's project(VERSION): one version for every front-end
 
 __all__ = [
     "Generator",
+    "Llama",
     "bench",
     "bounds",
     "verify",
