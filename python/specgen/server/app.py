@@ -1,12 +1,14 @@
 """The FastAPI application: one Generator (loaded once, by the caller), its engine adapter, the chat
-template, metrics and the routes, with OpenAI's error object for every failure."""
+template (compiled once, rendered under its budget off the event loop), metrics and the routes, with
+OpenAI's error object for every failure; API keys, body and write limits and Retry-After as ASGI
+middleware (specgen.server.security, body_limit, http_limits)."""
 from __future__ import annotations
 
 import contextlib
 import os
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,9 +16,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from specgen import _core
 from specgen.server.body_limit import BodyLimit
+from specgen.server.chat_prompts import ChatPrompts
 from specgen.server.engine import EngineAdapter
 from specgen.server.errors import APIError, error_response
+from specgen.server.http_limits import ResponseGuard
 from specgen.server.metrics import ServerMetrics
+from specgen.server.security import ApiKeyAuth
+from specgen.server.token_budget import DEFAULT_CHAT_MAX_TOKENS, DEFAULT_COMPLETION_MAX_TOKENS
 
 DEFAULT_MAX_REQUEST_BYTES = 4 << 20
 
@@ -31,6 +37,7 @@ class ServerState:
     chat_template_error: str
     max_tokens_limit: int
     created: int
+    chat_prompts: Optional[ChatPrompts] = None
 
 
 def _validation_message(exc: RequestValidationError) -> tuple:
@@ -47,9 +54,14 @@ def _validation_message(exc: RequestValidationError) -> tuple:
 
 def create_app(generator, *, model_name: Optional[str] = None, chat_template: Optional[str] = None,
                n_slots: int = 1, queue_size: int = 64, max_tokens_limit: int = -1,
-               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
+               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, api_keys: Sequence[str] = (),
+               disable_docs: bool = False, timeout: float = 600.0, template_budget=None) -> FastAPI:
     """The server app over ``generator``. ``chat_template``: a file or shipped template name that
-    overrides the GGUF's (a bad one raises ChatTemplateError here, at startup)."""
+    overrides the GGUF's (a bad one raises ChatTemplateError here, at startup). ``api_keys``: when
+    given, every route but /health needs one (Bearer). ``disable_docs``: no /docs, /redoc,
+    /openapi.json. ``timeout``: seconds a request body may take to arrive and each response write to
+    go through (``--timeout``). ``template_budget``: specgen.template_budget.RenderBudget (None: its
+    defaults)."""
     from specgen.chat_template import ChatTemplateError, template_for
 
     name = model_name or os.path.basename(str(generator.model_path))
@@ -57,7 +69,7 @@ def create_app(generator, *, model_name: Optional[str] = None, chat_template: Op
     engine = EngineAdapter(generator, n_slots=n_slots, queue_size=queue_size, metrics=metrics)
     template, template_error = None, ""
     try:
-        template = template_for(generator, chat_template)
+        template = template_for(generator, chat_template, template_budget)
     except ChatTemplateError as e:
         if chat_template is not None:
             raise
@@ -67,11 +79,18 @@ def create_app(generator, *, model_name: Optional[str] = None, chat_template: Op
     async def lifespan(app):
         yield
         engine.close()
+        if chat_prompts is not None:
+            chat_prompts.close()
 
-    app = FastAPI(title="specgen", version=_core.version(), lifespan=lifespan,
-                  description="OpenAI-compatible completions over specgen's speculative-decoding engine")
+    chat_prompts = ChatPrompts(generator, template) if template is not None else None
+    docs = {"docs_url": None, "redoc_url": None, "openapi_url": None} if disable_docs else {}
+    app = FastAPI(title="specgen", version=_core.version(), lifespan=lifespan, **docs,
+                  description="OpenAI-compatible completions over specgen's speculative-decoding engine. A request "
+                              f"without max_tokens generates at most {DEFAULT_COMPLETION_MAX_TOKENS} tokens "
+                              f"(/v1/completions) or {DEFAULT_CHAT_MAX_TOKENS} (/v1/chat/completions), never past "
+                              "the context; one whose prompt plus max_tokens exceeds the context gets a 400.")
     app.state.specgen = ServerState(generator, engine, metrics, name, template, template_error, max_tokens_limit,
-                                    int(time.time()))
+                                    int(time.time()), chat_prompts)
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
@@ -94,6 +113,11 @@ def create_app(generator, *, model_name: Optional[str] = None, chat_template: Op
     from specgen.server.routes import router
 
     app.include_router(router)
-    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
+    # Outermost last: Retry-After and write timeouts see every response, the key is checked before
+    # any body is read.
+    app.add_middleware(BodyLimit, max_bytes=max_request_bytes, timeout=timeout)
+    if api_keys:
+        app.add_middleware(ApiKeyAuth, keys=list(api_keys))
+    app.add_middleware(ResponseGuard, timeout=timeout)
 
     return app

@@ -1,6 +1,6 @@
 """``specgen serve`` / ``python -m specgen.server``: command line (llama-server's and the specgen CLI's
-flag names), one Generator, uvicorn on the chosen address; ``--ray`` runs Ray Serve replicas instead
-(specgen.ray_serve)."""
+flag names), one Generator, uvicorn on the chosen address with the limits of specgen.server.http_limits;
+``--ray`` runs Ray Serve replicas instead (specgen.server.ray_serve)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from specgen import flags
+from specgen.server.security import load_api_keys
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,11 +25,53 @@ def build_parser() -> argparse.ArgumentParser:
     a("-s", "--seed", type=int, default=-1, help="default sampling seed of requests without one, -1 = random")
     # The engine's knobs, from its parameter table (sampling knobs come in each request's body).
     flags.add_engine_flags(p, scopes=("generator",))
+    _add_security_flags(p)
     r = p.add_argument_group("scale-out (specgen[ray])")
     r.add_argument("--ray", action="store_true", help="serve through Ray Serve replicas (local Ray on loopback)")
     r.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each one model and one server")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     return p
+
+
+def _add_security_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a server you can expose (llama-server's names where it has the flag; SECURITY.md)."""
+    from specgen.server.http_limits import HttpLimits
+
+    d = HttpLimits()
+    s = p.add_argument_group("security and limits")
+    s.add_argument("--api-key", action="append", default=None, metavar="KEY",
+                   help="require Authorization: Bearer KEY on every route but /health (repeat it, or comma-separate "
+                        "keys, for several)")
+    s.add_argument("--api-key-file", default=None, metavar="FNAME", help="API keys from a file, one per line")
+    s.add_argument("--ssl-key-file", default=None, metavar="FNAME", help="PEM private key: serve HTTPS")
+    s.add_argument("--ssl-cert-file", default=None, metavar="FNAME", help="PEM certificate chain: serve HTTPS")
+    s.add_argument("-to", "--timeout", type=float, default=d.timeout, metavar="SECONDS",
+                   help=f"read/write timeout: a request's head and body must arrive, and each write of the response go "
+                        f"through, within it (default: {d.timeout:g})")
+    s.add_argument("--keep-alive-timeout", type=float, default=d.keep_alive, metavar="SECONDS",
+                   help=f"close an idle kept-alive connection after it (default: {d.keep_alive:g})")
+    s.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
+                   help=f"open connections served; more get 503 with Retry-After (default: {d.max_connections})")
+    s.add_argument("--disable-docs", action="store_true", help="no /docs, /redoc or /openapi.json")
+
+
+def http_limits(ns: argparse.Namespace):
+    """specgen.server.http_limits.HttpLimits from the flags (ValueError names a bad one)."""
+    from specgen.server.http_limits import HttpLimits
+
+    return HttpLimits(timeout=ns.timeout, keep_alive=ns.keep_alive_timeout, max_connections=ns.max_connections)
+
+
+def tls_files(ns: argparse.Namespace) -> Dict[str, Optional[str]]:
+    """--ssl-key-file and --ssl-cert-file, both or neither, both readable (ValueError otherwise)."""
+    import os
+
+    if (ns.ssl_key_file is None) != (ns.ssl_cert_file is None):
+        raise ValueError("--ssl-key-file and --ssl-cert-file go together")
+    for flag, path in (("--ssl-key-file", ns.ssl_key_file), ("--ssl-cert-file", ns.ssl_cert_file)):
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"{flag} {path}: no such file")
+    return {"ssl_keyfile": ns.ssl_key_file, "ssl_certfile": ns.ssl_cert_file}
 
 
 def generator_kwargs(ns: argparse.Namespace, notes: Optional[List[str]] = None) -> Dict[str, Any]:
@@ -44,7 +87,8 @@ def generator_kwargs(ns: argparse.Namespace, notes: Optional[List[str]] = None) 
 def app_kwargs(ns: argparse.Namespace) -> Dict[str, Any]:
     return dict(model_name=ns.alias, chat_template=ns.chat_template, n_slots=_engine_value(ns, "n_parallel"),
                 queue_size=_engine_value(ns, "max_queued"), max_tokens_limit=ns.n_predict,
-                max_request_bytes=ns.max_request_bytes)
+                max_request_bytes=ns.max_request_bytes, disable_docs=ns.disable_docs, timeout=ns.timeout,
+                api_keys=load_api_keys(ns.api_key, ns.api_key_file))
 
 
 def _engine_value(ns: argparse.Namespace, name: str) -> int:
@@ -67,6 +111,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not 0 <= ns.port <= 65535:
         return _fail(f"--port must be in [0, 65535], got {ns.port}", 2)
     try:
+        limits, tls, served_kwargs = http_limits(ns), tls_files(ns), app_kwargs(ns)
+    except ValueError as e:
+        return _fail(str(e), 2)
+    try:
         import fastapi  # noqa: F401
         import uvicorn
     except ImportError as e:
@@ -78,22 +126,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     for note in notes:
         print(f"specgen serve: note: {note}", file=sys.stderr)
     if ns.ray:
-        from specgen import ray_serve
+        from specgen.server import ray_serve
 
         try:
-            return ray_serve.serve_blocking(gen_kwargs, app_kwargs(ns), host=ns.host, port=ns.port, replicas=ns.replicas)
+            return ray_serve.serve_blocking(gen_kwargs, served_kwargs, host=ns.host, port=ns.port, replicas=ns.replicas,
+                                            keep_alive_s=limits.keep_alive, **tls)
         except ImportError as e:
             return _fail(f'--ray needs the ray extra: pip install "specgen[ray]" ({e})')
     from specgen import Generator
     from specgen.server.app import create_app
+    from specgen.server.http_limits import ensure_file_limit, uvicorn_config
 
     try:
+        ensure_file_limit(limits)
         generator = Generator(**gen_kwargs)
-        app = create_app(generator, **app_kwargs(ns))
+        app = create_app(generator, **served_kwargs)
     except (SpecgenError, ValueError, OSError) as e:
         return _fail(str(e))
-    print(f"specgen serve: {app.state.specgen.model_name} on http://{ns.host}:{ns.port} "
+    scheme = "https" if tls["ssl_certfile"] else "http"
+    print(f"specgen serve: {app.state.specgen.model_name} on {scheme}://{ns.host}:{ns.port} "
           f"({_engine_value(ns, 'n_parallel')} slot(s), n_ctx {generator.n_ctx}, draft {generator.draft or 'none'})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=ns.host, port=ns.port, log_level=ns.log_level, access_log=False,
-                timeout_graceful_shutdown=5)
+    uvicorn.Server(uvicorn_config(app, host=ns.host, port=ns.port, limits=limits, log_level=ns.log_level, **tls)).run()
     return 0

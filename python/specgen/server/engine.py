@@ -1,14 +1,17 @@
 """The engine adapter: the server's only contact with the Generator.
 
-``submit(tokens, params)`` admits a request (QueueFull when every slot and the queue are taken) and
-returns a RequestHandle: an async iterator of specgen.steps.StepEvent (text piece, token ids,
-logprobs), ``cancel()``, and, once it ends, ``finish_reason``, ``stats`` and ``n_prompt_tokens``.
+``submit(tokens, params)`` starts a request on the Generator's own engine, which queues it until a
+slot is free and decodes it batched with every other request (engine/scheduler.h, docs/DESIGN.md
+section 9): the server keeps no queue and no worker per slot of its own. It returns a RequestHandle:
+an async iterator of specgen.steps.StepEvent (text piece, token ids, logprobs) read with the native
+request's blocking ``next(timeout)`` on a reader thread, ``cancel()``, and, once it ends,
+``finish_reason``, ``stats`` and ``n_prompt_tokens``.
 
-Requests run on ``n_slots`` worker threads against ONE Generator (the model is loaded once). The
-Generator batches concurrent requests (engine/scheduler.h): up to its ``n_parallel`` are decoded in
-the same engine steps, so that many workers hold an engine slot at once (``specgen serve -np N``
-makes both N). A handle cancelled (client gone) ends its engine request at the next step boundary,
-which frees the slot at once.
+The adapter admits at most ``n_slots + queue_size`` requests at a time (QueueFull beyond, the
+server's 503; the engine's own QueueFullError is the same). Every admitted request is finished exactly
+once (``RequestHandle._finish``), whichever way it ends: read to its end, cancelled by its client going
+away (queued or running, streamed or not), failed, or the server shutting down. The gauges of running
+and waiting requests are read from the engine itself when /metrics is scraped, so they cannot drift.
 """
 from __future__ import annotations
 
@@ -16,61 +19,103 @@ import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
+from specgen.errors import QueueFullError
+from specgen.logprobs import from_core
 from specgen.server.metrics import ServerMetrics
-from specgen.steps import StepEvent, StepStream
+from specgen.steps import StepEvent
+
+# A reader thread waits this long for a request's next step before it looks again: the thread is
+# never held for ever by a request nobody reads any more.
+READ_WAIT_S = 0.5
+_END = object()
 
 
 class QueueFull(Exception):
     """Every slot is busy and the waiting queue is full."""
 
 
-_END = object()
-
-
 class RequestHandle:
-    def __init__(self, loop: asyncio.AbstractEventLoop, tokens: List[int], params: Dict[str, Any]) -> None:
-        self.tokens = tokens
-        self.params = params
-        self.t_arrival = time.perf_counter()
+    def __init__(self, adapter: "EngineAdapter", gen, seed: int, want_logprobs: bool, t_arrival: float) -> None:
+        self.t_arrival = t_arrival
         self.finish_reason: Optional[str] = None
         self.stats: Dict[str, Any] = {}
-        self.n_prompt_tokens = 0
-        self._loop = loop
-        self._queue: asyncio.Queue = asyncio.Queue()
-        self._cancel = threading.Event()
-        self._stream: Optional[StepStream] = None
+        self.n_prompt_tokens = int(gen.stats()["n_prompt_tokens"])
+        self._adapter = adapter
+        self._gen = gen
+        self._seed = seed
+        self._want_logprobs = want_logprobs
+        self._n_seen = 0
+        self._t_last: Optional[float] = None
+        self._cancelled = False
+        self._finished = False
+        self._ended = False  # the consumer saw the end
 
     # -- consumer side (the event loop) -------------------------------------------------------
     def __aiter__(self):
         return self
 
     async def __anext__(self) -> StepEvent:
-        item = await self._queue.get()
-        if item is _END:
-            self._queue.put_nowait(_END)  # later calls end too
-            raise StopAsyncIteration
-        if isinstance(item, BaseException):
-            raise item
-        return item
+        loop = asyncio.get_running_loop()
+        while not self._ended:
+            try:
+                ev = await loop.run_in_executor(self._adapter._readers, self._read)
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                self._ended = True
+                self._adapter._settle(self)  # the engine's error ends the request
+                raise
+            if ev is _END:
+                self._ended = True
+            elif ev is not None:
+                return ev
+        raise StopAsyncIteration
 
     def cancel(self) -> None:
-        self._cancel.set()
-        stream = self._stream
-        if stream is not None:
-            stream.cancel_requested = True
+        """Ends the request (its client went away, or the route is done with it): the engine drops it
+        at its next step boundary, queued or running. Idempotent; returns at once."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        if not self._finished:
+            self._gen.cancel(False)
+            self._adapter._settle(self)
 
     @property
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        return self._cancelled
 
-    # -- producer side (a worker thread) ------------------------------------------------------
-    def _push(self, item) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-        except RuntimeError:  # the loop is closed: nobody is listening any more
-            pass
+    # -- a reader thread ----------------------------------------------------------------------
+    def _read(self):
+        """The next StepEvent, None when nothing came within READ_WAIT_S, or _END once it ended."""
+        gen = self._gen
+        if gen.done:
+            self._finish()
+            return _END
+        ready, piece = gen.next(READ_WAIT_S)
+        if not ready:
+            return None
+        tokens = gen.tokens
+        new = list(tokens[self._n_seen:])
+        lp = from_core(gen.logprobs(self._n_seen)) if self._want_logprobs else []
+        self._n_seen = len(tokens)
+        if new:
+            self._adapter._observe(self, new)
+        text = bytes(piece).decode("utf-8", errors="replace")
+        return StepEvent(text, new, lp) if text or new else None
+
+    def _finish(self) -> None:
+        """Counts the request out, once, after the engine let go of it (any thread)."""
+        adapter = self._adapter
+        with adapter._lock:
+            if self._finished:
+                return
+            self._finished = True
+        self.finish_reason = self._gen.finish_reason
+        self.stats = adapter.generator._stats(self._gen, self._seed)
+        adapter._count_out(self)
 
 
 class EngineAdapter:
@@ -81,111 +126,111 @@ class EngineAdapter:
         self.n_slots = n_slots
         self.queue_size = queue_size
         self.metrics = metrics
-        # How many requests the Generator steps at once (1 today; a batching Generator says more).
-        self.engine_concurrency = max(1, min(n_slots, int(getattr(generator, "n_parallel", 1) or 1)))
-        self._engine = threading.BoundedSemaphore(self.engine_concurrency)
-        self._executor = ThreadPoolExecutor(max_workers=n_slots, thread_name_prefix="specgen-slot")
+        self.n_parallel = max(1, int(getattr(generator, "n_parallel", 1) or 1))
+        # One outstanding read per admitted request at most, so a read never waits for a thread.
+        self._readers = ThreadPoolExecutor(max_workers=min(1024, n_slots + queue_size + 1),
+                                           thread_name_prefix="specgen-reader")
         self._lock = threading.Lock()
-        self._admitted = 0
-        self._running = 0
+        self._live: Set[RequestHandle] = set()
         self._kv_rows: Dict[int, int] = {}
         self._closed = False
+        if metrics is not None:
+            metrics.before_scrape = self.update_gauges
 
     # -- facts --------------------------------------------------------------------------------
     @property
     def n_admitted(self) -> int:
-        return self._admitted
+        """Requests admitted and not yet finished."""
+        return len(self._live)
 
-    @property
-    def n_running(self) -> int:
-        return self._running
+    def update_gauges(self) -> None:
+        """Running and waiting requests as the engine counts them; KV rows of the live requests."""
+        if not self.metrics:
+            return
+        core = self.generator._core
+        if core is None:  # closed
+            running, waiting = 0, 0
+        else:
+            running, waiting = self.n_parallel - core.n_free_slots, core.n_waiting
+        self.metrics.requests_running.set(running)
+        self.metrics.requests_waiting.set(waiting)
+        with self._lock:
+            rows = sum(self._kv_rows.values())
+        n_ctx = self.generator.n_ctx * self.n_parallel if core is not None else 0
+        self.metrics.kv_cache_usage.set(min(1.0, rows / n_ctx) if n_ctx else 0.0)
 
     # -- requests -----------------------------------------------------------------------------
     def submit(self, tokens: List[int], params: Dict[str, Any]) -> RequestHandle:
-        """Admits a request; raises QueueFull when n_slots + queue_size requests are already in."""
-        loop = asyncio.get_running_loop()
+        """Starts a request; raises QueueFull when n_slots + queue_size requests are already in (or
+        the engine's queue is full), and the Generator's parameter errors as they are."""
+        t_arrival = time.perf_counter()
         with self._lock:
             if self._closed:
                 raise QueueFull("the server is shutting down")
-            if self._admitted >= self.n_slots + self.queue_size:
-                if self.metrics:
-                    self.metrics.requests_rejected.inc()
-                raise QueueFull(f"all {self.n_slots} slots are busy and the queue ({self.queue_size}) is full; retry later")
-            self._admitted += 1
-            self._gauges()
-        handle = RequestHandle(loop, tokens, params)
-        self._executor.submit(self._work, handle)
+            full = len(self._live) >= self.n_slots + self.queue_size
+        if full:
+            self._rejected()
+            raise QueueFull(f"all {self.n_slots} slots are busy and the queue ({self.queue_size}) is full; retry later")
+        try:
+            gen, seed = self.generator._start(tokens, **params)
+        except QueueFullError as e:
+            self._rejected()
+            raise QueueFull(str(e)) from None
+        handle = RequestHandle(self, gen, seed, params.get("logprobs") is not None, t_arrival)
+        with self._lock:
+            self._live.add(handle)
+            self._kv_rows[id(handle)] = handle.n_prompt_tokens
+            closed = self._closed
+        if closed:  # close() ran while this one started
+            handle.cancel()
         return handle
 
-    def _gauges(self) -> None:  # under self._lock
+    def _rejected(self) -> None:
         if self.metrics:
-            self.metrics.requests_running.set(self._running)
-            self.metrics.requests_waiting.set(self._admitted - self._running)
-            n_ctx = self.generator.n_ctx * self.engine_concurrency
-            self.metrics.kv_cache_usage.set(min(1.0, sum(self._kv_rows.values()) / n_ctx) if n_ctx else 0.0)
+            self.metrics.requests_rejected.inc()
 
-    def _work(self, h: RequestHandle) -> None:
-        holds_engine = False
+    def _settle(self, handle: RequestHandle) -> None:
+        """Finishes a cancelled or failed request once the engine has let go of it (off the loop)."""
+        def settle() -> None:
+            handle._gen.cancel(True)
+            handle._finish()
+
         try:
-            # Wait for the engine; a request cancelled while waiting never starts.
-            while not self._engine.acquire(timeout=0.02):
-                if h.cancelled:
-                    return
-            holds_engine = True
-            if h.cancelled:
-                return
-            with self._lock:
-                self._running += 1
-                self._gauges()
-            self._run(h)
-        except BaseException as e:  # reported to the consumer (a bad parameter: its 400)
-            h._push(e)
-        finally:
-            with self._lock:
-                if holds_engine:
-                    self._running -= 1
-                self._admitted -= 1
-                self._kv_rows.pop(id(h), None)
-                self._gauges()
-            if holds_engine:
-                self._engine.release()
-            h._push(_END)
+            self._readers.submit(settle)
+        except RuntimeError:  # the reader pool is shut down: the server is going away
+            handle._finish()
 
-    def _run(self, h: RequestHandle) -> None:
+    def _observe(self, h: RequestHandle, new: List[int]) -> None:
+        now = time.perf_counter()
         m = self.metrics
-        stream = StepStream(self.generator, h.tokens, **h.params)  # runs the prefill
-        h._stream = stream
-        h.n_prompt_tokens = stream.n_prompt_tokens
-        if h.cancelled:
-            stream.cancel_requested = True
-        t_last = None
-        n_rows = stream.n_prompt_tokens
-        for ev in stream:
-            now = time.perf_counter()
-            if ev.tokens and m:
-                if t_last is None:
-                    m.ttft.observe(now - h.t_arrival)
-                    for _ in ev.tokens[1:]:
-                        m.itl.observe(0.0)
-                else:
-                    share = (now - t_last) / len(ev.tokens)
-                    for _ in ev.tokens:
-                        m.itl.observe(share)
-                m.generation_tokens.inc(len(ev.tokens))
-            if ev.tokens:
-                t_last = now
-                n_rows += len(ev.tokens)
-                with self._lock:
-                    self._kv_rows[id(h)] = n_rows
-                    self._gauges()
-            h._push(ev)
-        h.finish_reason = stream.finish_reason
-        h.stats = stream.stats
         if m:
-            m.e2e.observe(time.perf_counter() - h.t_arrival)
-            m.record_finished(stream.stats, stream.finish_reason)
+            if h._t_last is None:
+                m.ttft.observe(now - h.t_arrival)
+                for _ in new[1:]:
+                    m.itl.observe(0.0)
+            else:
+                share = (now - h._t_last) / len(new)
+                for _ in new:
+                    m.itl.observe(share)
+            m.generation_tokens.inc(len(new))
+        h._t_last = now
+        with self._lock:
+            if id(h) in self._kv_rows:
+                self._kv_rows[id(h)] = h.n_prompt_tokens + h._n_seen
+
+    def _count_out(self, h: RequestHandle) -> None:
+        with self._lock:
+            self._live.discard(h)
+            self._kv_rows.pop(id(h), None)
+        if self.metrics:
+            self.metrics.e2e.observe(time.perf_counter() - h.t_arrival)
+            self.metrics.record_finished(h.stats, h.finish_reason)
 
     def close(self) -> None:
+        """Ends every request (finish_reason "cancelled") and stops the readers."""
         with self._lock:
             self._closed = True
-        self._executor.shutdown(wait=False, cancel_futures=True)
+            live = list(self._live)
+        for h in live:
+            h.cancel()
+        self._readers.shutdown(wait=False)

@@ -3,11 +3,13 @@
 Speculation counters are the engine's own per-request stats summed (the numbers each response's
 ``usage.speculation`` carries), so a scrape before and after some requests differs by exactly their
 stats. Each app has its own registry: several servers in one process (tests, Ray replicas) never share
-or clash over metrics.
+or clash over metrics. The gauges of running and waiting requests are set from the engine just before
+each scrape (``before_scrape``, the engine adapter's update_gauges), so they always say what the engine
+holds at that moment.
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST  # noqa: F401  (re-exported for the route)
@@ -20,11 +22,12 @@ _ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05
 
 class ServerMetrics:
     def __init__(self, model_name: str) -> None:
+        self.before_scrape: Optional[Callable[[], None]] = None
         self.registry = CollectorRegistry()
         r, m = self.registry, ["model_name"]
         self.model_name = model_name
-        self.requests_running = Gauge(P + "num_requests_running", "Requests generating now", m, registry=r).labels(model_name)
-        self.requests_waiting = Gauge(P + "num_requests_waiting", "Requests admitted and waiting for the engine", m, registry=r).labels(model_name)
+        self.requests_running = Gauge(P + "num_requests_running", "Requests holding an engine slot now", m, registry=r).labels(model_name)
+        self.requests_waiting = Gauge(P + "num_requests_waiting", "Requests queued in the engine for a slot", m, registry=r).labels(model_name)
         self.kv_cache_usage = Gauge(P + "kv_cache_usage_perc", "Fraction of the KV cache's token rows in use (0..1)", m, registry=r).labels(model_name)
         self.prompt_tokens = Counter(P + "prompt_tokens", "Prompt tokens prefilled", m, registry=r).labels(model_name)
         self.generation_tokens = Counter(P + "generation_tokens", "Tokens generated", m, registry=r).labels(model_name)
@@ -54,4 +57,6 @@ class ServerMetrics:
         self.request_success.labels(n, finish_reason or "unknown").inc()
 
     def render(self) -> bytes:
+        if self.before_scrape is not None:
+            self.before_scrape()
         return generate_latest(self.registry)

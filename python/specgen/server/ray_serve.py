@@ -1,24 +1,31 @@
 """Scale-out on Ray Serve: N replicas of the specgen server behind Ray Serve's HTTP proxy and router
 (the ``specgen[ray]`` extra). Each replica loads the model once and runs the same FastAPI app as
-``specgen serve`` (specgen.server.app), so the routes, errors and streams are the same; Ray does the
-routing, health checks and restarts. No cluster code of specgen's own.
+``specgen serve`` (specgen.server.app), so the routes, errors, streams and API keys are the same; Ray
+does the routing, health checks and restarts. No cluster code of specgen's own.
 
-    specgen serve --ray --replicas 2 -m model.gguf --port 8000     # local Ray on 127.0.0.1
+    specgen serve --ray --replicas 2 -m model.gguf --port 8000     # a local Ray, every process on 127.0.0.1
     SPECGEN_SERVE_ARGS="-m model.gguf -t 1" serve run specgen.ray_serve:app
     serve run specgen.ray_serve:app_builder model=model.gguf replicas=2
 
-/metrics is per replica (the router picks one): scrape the replicas, or use Ray's own metrics.
+(specgen.ray_serve holds the two ``serve run`` entry points: it reads ``specgen serve``'s flags, which
+this module does not, so specgen.server.cli can import this one without a cycle.) /metrics is per
+replica (the router picks one): scrape the replicas, or use Ray's own metrics. ``--ray`` gives Ray's
+proxy TLS and the keep-alive timeout; the head timeout and --max-connections are uvicorn's in
+``specgen serve`` and Ray's proxy has no equivalent (SECURITY.md).
 """
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 DEPLOYMENT_NAME = "specgen"
+# Ray's single-machine mode (its default on macOS and Windows): the node's address is the loopback
+# one, so the GCS, raylets, workers, agents and the dashboard all listen on 127.0.0.1 only. Read when
+# ray is imported, and inherited by every Ray process.
+LOCAL_ONLY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _asgi_builder(generator_kwargs: Dict[str, Any], app_kwargs: Dict[str, Any]):
@@ -44,34 +51,34 @@ def build_app(generator_kwargs: Dict[str, Any], app_kwargs: Dict[str, Any], repl
     return deployment.bind()
 
 
-def app_from_args(argv: List[str]):
-    """The Application for ``specgen serve`` flags (model, speculation, -np, --replicas, ...)."""
-    from specgen.server.cli import app_kwargs, build_parser, generator_kwargs
+def _start_local_ray(num_cpus: int) -> None:
+    """A Ray instance on this machine with every process on loopback (LOCAL_ONLY_ENV); RuntimeError
+    when ray was imported before that could take effect."""
+    os.environ.update(LOCAL_ONLY_ENV)
+    import ray
+    from ray._private import ray_constants
 
-    ns = build_parser().parse_args(argv)
-    return build_app(generator_kwargs(ns), app_kwargs(ns), replicas=ns.replicas)
-
-
-def app_builder(args: Dict[str, str]):
-    """``serve run specgen.ray_serve:app_builder key=value ...``: the keys are ``specgen serve``'s long
-    flags without dashes (model=..., replicas=2, threads=1, draft=ngram)."""
-    argv: List[str] = []
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        argv += [flag] if value in ("true", "True", "") else [flag, str(value)]
-    return app_from_args(argv)
+    if ray_constants.ENABLE_RAY_CLUSTER:
+        raise RuntimeError("ray was imported before specgen could keep it on 127.0.0.1: start specgen serve --ray "
+                           "in a fresh process, or set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
+    ray.init(num_cpus=num_cpus, include_dashboard=False, dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False)
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip not in ("127.0.0.1", "::1"):
+        ray.shutdown()
+        raise RuntimeError(f"Ray bound its node to {node_ip}, not 127.0.0.1")
 
 
 def serve_blocking(generator_kwargs: Dict[str, Any], app_kwargs: Dict[str, Any], *, host: str, port: int,
-                   replicas: int) -> int:
+                   replicas: int, keep_alive_s: float = 5.0, ssl_keyfile: Optional[str] = None,
+                   ssl_certfile: Optional[str] = None) -> int:
     """``specgen serve --ray``: a local Ray instance on loopback (``host`` for the HTTP proxy), the
     replicas, then wait until SIGINT/SIGTERM and shut everything down."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    num_cpus = max(2, replicas)
+    _start_local_ray(num_cpus)  # before anything imports ray
     import ray
     from ray import serve
 
-    ray.init(num_cpus=max(2, replicas), include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, configure_logging=False)
     stop = {"now": False}
 
     def on_signal(signum, frame):
@@ -80,10 +87,14 @@ def serve_blocking(generator_kwargs: Dict[str, Any], app_kwargs: Dict[str, Any],
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        serve.start(http_options={"host": host, "port": port})
-        serve.run(build_app(generator_kwargs, app_kwargs, replicas=replicas, num_cpus_per_replica=max(2, replicas) / replicas),
+        http = {"host": host, "port": port, "keep_alive_timeout_s": int(max(1, round(keep_alive_s)))}
+        if ssl_certfile:
+            http.update(ssl_keyfile=ssl_keyfile, ssl_certfile=ssl_certfile)
+        serve.start(http_options=http)
+        serve.run(build_app(generator_kwargs, app_kwargs, replicas=replicas, num_cpus_per_replica=num_cpus / replicas),
                   name="specgen", route_prefix="/")
-        print(f"specgen serve --ray: {replicas} replica(s) on http://{host}:{port}", file=sys.stderr, flush=True)
+        scheme = "https" if ssl_certfile else "http"
+        print(f"specgen serve --ray: {replicas} replica(s) on {scheme}://{host}:{port}", file=sys.stderr, flush=True)
         while not stop["now"]:
             time.sleep(0.2)
     finally:
@@ -92,10 +103,3 @@ def serve_blocking(generator_kwargs: Dict[str, Any], app_kwargs: Dict[str, Any],
         finally:
             ray.shutdown()
     return 0
-
-
-# `serve run specgen.ray_serve:app`: flags from $SPECGEN_SERVE_ARGS (the model loads in the replicas).
-try:
-    app = app_from_args(shlex.split(os.environ.get("SPECGEN_SERVE_ARGS", "")))
-except ImportError:  # ray not installed: importing this module still works (app_builder etc. fail)
-    app = None

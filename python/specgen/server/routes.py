@@ -22,6 +22,7 @@ from specgen.server.engine import QueueFull, RequestHandle
 from specgen.server.errors import APIError, from_exception
 from specgen.server.metrics import CONTENT_TYPE_LATEST
 from specgen.server.schemas import ChatCompletionRequest, CompletionRequest
+from specgen.server.token_budget import DEFAULT_CHAT_MAX_TOKENS, DEFAULT_COMPLETION_MAX_TOKENS, fit_max_tokens
 
 router = APIRouter()
 
@@ -54,6 +55,8 @@ async def _serve(request: Request, state, tokens: List[int], params: Dict[str, A
         handle = state.engine.submit(tokens, params)
     except QueueFull as e:
         raise APIError(503, str(e), type="server_overloaded", code="queue_full")
+    except Exception as e:  # the Generator's parameter checks: the client's 400
+        raise from_exception(e)
     watcher = asyncio.ensure_future(_watch_disconnect(request, handle))
     try:
         # The first event (or the end, or the request's error) before any header: a bad parameter
@@ -98,8 +101,25 @@ async def _serve(request: Request, state, tokens: List[int], params: Dict[str, A
             handle.cancel()  # a client gone mid-stream: stop the sequence, free the slot
         yield "data: [DONE]\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return _RequestStream(events(), handle, watcher)
+
+
+class _RequestStream(StreamingResponse):
+    """An SSE response that cancels its request however it ends: a client gone before the first
+    chunk or during a write never leaves the request running (or counted) until garbage collection."""
+
+    def __init__(self, events: AsyncIterator[str], handle: RequestHandle, watcher: asyncio.Future) -> None:
+        super().__init__(events, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self._handle, self._watcher = handle, watcher
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._watcher.cancel()
+            self._handle.cancel()
+            await self.body_iterator.aclose()
 
 
 @router.post("/v1/completions")
@@ -110,13 +130,16 @@ async def completions(body: CompletionRequest, request: Request):
         oc.check_unsupported(echo=bool(body.echo), suffix=body.suffix)
         n_top = oc.completion_logprobs(body.logprobs)
         params = oc.generation_params(
-            max_tokens=16 if body.max_tokens is None else body.max_tokens, temperature=body.temperature,
+            max_tokens=DEFAULT_COMPLETION_MAX_TOKENS if body.max_tokens is None else body.max_tokens,
+            temperature=body.temperature,
             top_p=body.top_p, top_k=body.top_k, min_p=body.min_p, repeat_penalty=body.repeat_penalty,
             frequency_penalty=body.frequency_penalty, presence_penalty=body.presence_penalty, stop=body.stop_list(),
             seed=body.seed, n=body.n, best_of=body.best_of, logit_bias=body.logit_bias, logprobs=n_top,
             max_tokens_limit=state.max_tokens_limit)
         # off the event loop: a long prompt's tokenization would stall every open stream
         tokens = await run_in_threadpool(oc.prompt_tokens, state.generator, body.prompt)
+        params["max_tokens"] = fit_max_tokens(state.generator, tokens, params["max_tokens"],
+                                              body.max_tokens is not None, "prompt")
     except APIError:
         raise
     except Exception as e:
@@ -139,12 +162,16 @@ async def chat_completions(body: ChatCompletionRequest, request: Request):
         n_top = oc.chat_logprobs(body.logprobs, body.top_logprobs)
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
         params = oc.generation_params(
-            max_tokens=max_tokens, temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
+            max_tokens=DEFAULT_CHAT_MAX_TOKENS if max_tokens is None else max_tokens, temperature=body.temperature,
+            top_p=body.top_p, top_k=body.top_k,
             min_p=body.min_p, repeat_penalty=body.repeat_penalty, frequency_penalty=body.frequency_penalty,
             presence_penalty=body.presence_penalty, stop=body.stop_list(), seed=body.seed, n=body.n,
             logit_bias=body.logit_bias, logprobs=n_top, max_tokens_limit=state.max_tokens_limit)
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
-        tokens = await run_in_threadpool(oc.chat_prompt_tokens, state.generator, state.chat_template, messages)
+        # rendered under the template's budget on its own threads (specgen.server.chat_prompts)
+        tokens = await state.chat_prompts.tokens(messages)
+        params["max_tokens"] = fit_max_tokens(state.generator, tokens, params["max_tokens"], max_tokens is not None,
+                                              "messages")
     except APIError:
         raise
     except Exception as e:
