@@ -230,3 +230,25 @@ def test_sampled_cells_get_their_own_repeats(tmp_path, model_path):
     assert len({r["stats"]["seed"] for r in by_temp[1.0]}) == 3
     assert res["meta"]["repeats_sampled"] == 3
     assert "1 prompts x 1 repeats (3 at T > 0)" in bench_report.table(res)
+
+
+def test_prefill_figures_come_only_from_computed_prompts(tmp_path, model_path):
+    """The warm-up runs a prompt of its own, so a measured prompt is never in the slot's KV cache at its
+    first run; a repeat of the same prompt, whose rows the cache held, gives no prefill figure (it computed
+    one row in no time: millions of tokens/s)."""
+    f = tmp_path / "one.jsonl"
+    f.write_text(json.dumps({"id": "rep", "prompt": "one two three one two three one two"}) + "\n")
+    res = bench.run(str(model_path), "ar", str(f), max_tokens=4, threads=[2], repeats=2, warmup=True, peer=False,
+                    progress=False)
+    first, second = res["runs"]
+    assert first["stats"]["n_prompt_tokens_cached"] <= 1  # BOS at most: the warm-up did not pre-fill it
+    assert second["stats"]["n_prompt_tokens_cached"] >= second["stats"]["n_prompt_tokens"] - 1  # the repeat: cached
+    prefill = res["cells"][0]["sets"]["all"]["prefill_tps"]
+    assert prefill["n"] == 1 and prefill["median"] == pytest.approx(first["stats"]["prefill_tokens_per_second"])
+    # The same rule on hand-made runs: a cached prompt's figure is left out, a computed one counts.
+    cells = bench.expand([bench.parse_config("ar")], [8], [2], [0.0])
+    runs = [dict(label=cells[0].label, set="s", prompt_id="p", stats=dict(S1, n_prompt_tokens_cached=c,
+                                                                           prefill_tokens_per_second=v))
+            for c, v in ((0, 10.0), (1, 20.0), (4, 2_777_779.0))]
+    out = bench.summarise(cells, {cells[0]: "ok"}, runs)
+    assert out[0]["sets"]["all"]["prefill_tps"]["n"] == 2 and out[0]["sets"]["all"]["prefill_tps"]["max"] == 20.0

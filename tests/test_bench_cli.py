@@ -94,6 +94,7 @@ def test_markdown_does_not_need_matplotlib(no_matplotlib, tmp_path, model_path):
     assert r.returncode == 0, r.stderr
     text = md.read_text()
     assert text.startswith("# specgen bench report") and "ngram:block g8 t1 T0" in text
+    assert f"specgen bench: wrote the Markdown report to {md.resolve()}" in r.stderr  # where the file went
 
 
 def test_presets_are_grammar_option_sets():
@@ -124,3 +125,15 @@ def test_ssd_table_in_the_report(tmp_path, model_path):
     p = res["cells"][1]["sets"]["all"]["pooled"]
     assert p["ssd_hits"] + p["ssd_misses"] > 0 and 0.0 <= p["ssd_hit_rate"] <= 1.0
     assert "ssd hit" in report.table(res) and "## SSD and draft head" in report.markdown(res)
+
+
+def test_each_output_file_is_announced(tmp_path, model_path):
+    pytest.importorskip("matplotlib")
+    out = {"--json": tmp_path / "r.json", "--csv": tmp_path / "r.csv", "--plot": tmp_path / "r.png"}
+    args = [a for flag, path in out.items() for a in (flag, str(path))]
+    r = bench("-m", str(model_path), "-c", "ar", "-p", one_prompt(tmp_path), "-n", "2", "-t", "1", "--no-peer", "-q",
+              "--no-warmup", *args)
+    assert r.returncode == 0, r.stderr
+    for what, path in (("JSON result", out["--json"]), ("CSV table", out["--csv"]), ("plot", out["--plot"])):
+        assert path.is_file() and f"specgen bench: wrote the {what} to {path.resolve()}" in r.stderr
+    assert "wrote" not in r.stdout  # stdout keeps the table only

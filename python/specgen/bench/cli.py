@@ -114,8 +114,10 @@ def _run(argv: List[str]) -> int:
         print(report.core_table(res))
         if args.json:
             Path(args.json).write_text(json.dumps(_finite(res), indent=1))
+            _wrote("JSON result", args.json)
         if args.markdown:
             Path(args.markdown).write_text(report.core_markdown(res))
+            _wrote("Markdown report", args.markdown)
         return 0
     if args.parallel:
         from specgen.bench import parallel
@@ -132,6 +134,7 @@ def _run(argv: List[str]) -> int:
         print(parallel.table(res))
         if args.json:
             Path(args.json).write_text(json.dumps(res, indent=1))
+            _wrote("JSON result", args.json)
         return 0
     # Prompt files are read before the run too: a missing set is a usage error.
     try:
@@ -145,12 +148,16 @@ def _run(argv: List[str]) -> int:
     print(report.table(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
+        _wrote("JSON result", args.json)
     if args.csv:
         report.write_csv(res, args.csv)
+        _wrote("CSV table", args.csv)
     if args.markdown:  # before the plot: the report does not depend on matplotlib
         Path(args.markdown).write_text(report.markdown(res, plot_path=args.plot, md_path=args.markdown))
+        _wrote("Markdown report", args.markdown)
     if args.plot:
         report.plot(res, args.plot)
+        _wrote("plot", args.plot)
     if args.then_core:
         core = run_core(args.model, threads=[1, 2], max_tokens=16, bandwidth_mb=512, progress=not args.quiet,
                         command=command + " (then core -t 1,2 --max-tokens 16 --bandwidth-mb 512)")
@@ -158,6 +165,7 @@ def _run(argv: List[str]) -> int:
             with open(args.markdown, "a") as f:
                 f.write("\n## Core runtime (`specgen bench core`)\n" + report.core_markdown(core).split("\n", 1)[1])
                 f.write(f"\nRegenerate everything here with `specgen bench --preset {args.preset}`.\n")
+            _wrote("core-runtime section", args.markdown)
         else:
             print(report.core_table(core))
     return 0
@@ -176,6 +184,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _fail(str(e), 1)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+
+
+def _wrote(what: str, path: str) -> None:
+    """Says where an output file went (stderr: stdout keeps only the tables)."""
+    sys.stdout.flush()
+    print(f"{PROG}: wrote the {what} to {Path(path).resolve()}", file=sys.stderr)
 
 
 def _fail(message: str, code: int) -> int:
