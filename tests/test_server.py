@@ -39,7 +39,7 @@ def model_path() -> str:
 @pytest.fixture(scope="module")
 def server(model_path):
     s = Server(model_path, "-c", str(N_CTX), "-t", "2", "-np", "4", "--queue-size", "16", "--draft", "ngram",
-               "--chat-template", "gemma3", "--alias", "gemma3-270m")
+               "--chat-template", "gemma3", "--alias", "gemma3-270m", "--strict-model")
     yield s
     s.stop()
 
@@ -323,7 +323,7 @@ def test_serve_command_line_errors(model_path):
         assert needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
-def test_full_queue_gets_503_and_no_template_a_clear_400(model_path):
+def test_full_queue_gets_503_and_chat_without_a_template_uses_the_builtin(model_path):
     # In process (same app as `specgen serve`): one slot, no queue.
     import asyncio
 
@@ -344,7 +344,8 @@ def test_full_queue_gets_503_and_no_template_a_clear_400(model_path):
                 await asyncio.sleep(0.005)
             full = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1})
             first = await busy
-            chat = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+            chat = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                              "max_tokens": 2})
             metrics = (await c.get("/metrics")).text
             after = await c.post("/v1/completions", json={"prompt": "x", "max_tokens": 1, "temperature": 0})
         return full, first, chat, metrics, after
@@ -358,6 +359,5 @@ def test_full_queue_gets_503_and_no_template_a_clear_400(model_path):
     assert first.status_code == 200 and first.json()["usage"]["completion_tokens"] == 48
     assert after.status_code == 200  # the slot came back
     assert 'specgen:requests_rejected_total{model_name="gemma-3-270m-q4_k_m.gguf"} 1.0' in metrics
-    # The reference GGUF has no tokenizer.chat_template and none was given: a 400 that says so.
-    assert chat.status_code == 400
-    assert "chat_template" in chat.json()["error"]["message"] and "--chat-template" in chat.json()["error"]["message"]
+    # The reference GGUF has no tokenizer.chat_template and none was given: Gemma 3's built-in one, said so.
+    assert chat.status_code == 200 and chat.headers["x-specgen-chat-template"] == "builtin:gemma3"

@@ -19,6 +19,7 @@ from specgen.server.body_limit import BodyLimit
 from specgen.server.chat_prompts import ChatPrompts
 from specgen.server.engine import EngineAdapter
 from specgen.server.errors import APIError, error_response
+from specgen.server.json_bodies import JsonBodies
 from specgen.server.http_limits import ResponseGuard
 from specgen.server.metrics import ServerMetrics
 from specgen.server.security import ApiKeyAuth
@@ -38,6 +39,9 @@ class ServerState:
     max_tokens_limit: int
     created: int
     chat_prompts: Optional[ChatPrompts] = None
+    # True: a request naming another model gets 404 (a multi-model setup behind a router); False: any
+    # name is served by the one model loaded, as llama-server does (--strict-model).
+    strict_model: bool = False
 
 
 def _validation_message(exc: RequestValidationError) -> tuple:
@@ -55,13 +59,16 @@ def _validation_message(exc: RequestValidationError) -> tuple:
 def create_app(generator, *, model_name: Optional[str] = None, chat_template: Optional[str] = None,
                n_slots: int = 1, queue_size: int = 64, max_tokens_limit: int = -1,
                max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, api_keys: Sequence[str] = (),
-               disable_docs: bool = False, timeout: float = 600.0, template_budget=None) -> FastAPI:
+               disable_docs: bool = False, timeout: float = 600.0, template_budget=None,
+               allowed_origins: Sequence[str] = (), strict_model: bool = False) -> FastAPI:
     """The server app over ``generator``. ``chat_template``: a file or shipped template name that
     overrides the GGUF's (a bad one raises ChatTemplateError here, at startup). ``api_keys``: when
     given, every route but /health needs one (Bearer). ``disable_docs``: no /docs, /redoc,
     /openapi.json. ``timeout``: seconds a request body may take to arrive and each response write to
     go through (``--timeout``). ``template_budget``: specgen.template_budget.RenderBudget (None: its
-    defaults)."""
+    defaults). ``allowed_origins``: browser origins CORS lets in ("*": any; none: CORS off).
+    ``strict_model``: 404 for a request naming a model other than ``model_name`` (else any name is
+    served, as llama-server does)."""
     from specgen.chat_template import ChatTemplateError, template_for
 
     name = model_name or os.path.basename(str(generator.model_path))
@@ -91,6 +98,7 @@ def create_app(generator, *, model_name: Optional[str] = None, chat_template: Op
                               "the context; one whose prompt plus max_tokens exceeds the context gets a 400.")
     app.state.specgen = ServerState(generator, engine, metrics, name, template, template_error, max_tokens_limit,
                                     int(time.time()), chat_prompts)
+    app.state.specgen.strict_model = strict_model
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
@@ -110,14 +118,22 @@ def create_app(generator, *, model_name: Optional[str] = None, chat_template: Op
     async def _internal(request: Request, exc: Exception):
         return error_response(500, f"internal error: {type(exc).__name__}: {exc}", type="internal_error")
 
+    from specgen.server.native_routes import router as native_router
     from specgen.server.routes import router
 
     app.include_router(router)
+    app.include_router(native_router)  # llama-server's /completion, /tokenize, /detokenize, /props, /slots
+    app.add_middleware(JsonBodies)  # a JSON body without Content-Type: application/json is still JSON
     # Outermost last: Retry-After and write timeouts see every response, the key is checked before
     # any body is read.
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes, timeout=timeout)
     if api_keys:
         app.add_middleware(ApiKeyAuth, keys=list(api_keys))
     app.add_middleware(ResponseGuard, timeout=timeout)
+    if allowed_origins:  # outermost: preflights and every answer, a 401 or 503 too, carry the CORS headers
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(allowed_origins), allow_methods=["GET", "POST", "OPTIONS"],
+                           allow_headers=["*"], expose_headers=["X-Specgen-Chat-Template"])
 
     return app

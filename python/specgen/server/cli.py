@@ -8,12 +8,15 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from specgen import flags
+from specgen.server import llama_flags
+from specgen.server.llama_flags import StrictArgumentParser, add_llama_server_flags
 from specgen.server.security import load_api_keys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="specgen serve", allow_abbrev=False,
-                                description="OpenAI-compatible HTTP server over specgen (speculative decoding).")
+    # Strict: `-ngl 99` is never `-n gl`, no flag matches by prefix, a usage error is one line.
+    p = StrictArgumentParser(prog="specgen serve",
+                             description="OpenAI-compatible HTTP server over specgen (speculative decoding).")
     a = p.add_argument
     a("-m", "--model", default=None, help="target GGUF (default: Gemma 3 270M from specgen[gemma])")
     a("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -25,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("-s", "--seed", type=int, default=-1, help="default sampling seed of requests without one, -1 = random")
     # The engine's knobs, from its parameter table (sampling knobs come in each request's body).
     flags.add_engine_flags(p, scopes=("generator",))
+    add_llama_server_flags(p)
     _add_security_flags(p)
     r = p.add_argument_group("scale-out (specgen[ray])")
     r.add_argument("--ray", action="store_true", help="serve through Ray Serve replicas (local Ray on loopback)")
@@ -78,17 +82,20 @@ def generator_kwargs(ns: argparse.Namespace, notes: Optional[List[str]] = None) 
     """specgen.Generator keyword arguments from the parsed flags: without -md or --draft the server
     decodes with draft "auto"."""
     try:
-        kw = flags.generator_kwargs(ns, default_draft="auto", notes=notes)
+        kw = dict(model=ns.model, seed=None if ns.seed < 0 else ns.seed,
+                  **flags.generator_kwargs(ns, default_draft="auto", notes=notes))
+        llama_flags.apply(ns, kw, notes if notes is not None else [])  # -hf, -ngl, -fa
     except ValueError as e:
         raise SystemExit(f"specgen serve: error: {e}") from None
-    return dict(model=ns.model, seed=None if ns.seed < 0 else ns.seed, **kw)
+    return kw
 
 
 def app_kwargs(ns: argparse.Namespace) -> Dict[str, Any]:
     return dict(model_name=ns.alias, chat_template=ns.chat_template, n_slots=_engine_value(ns, "n_parallel"),
                 queue_size=_engine_value(ns, "max_queued"), max_tokens_limit=ns.n_predict,
                 max_request_bytes=ns.max_request_bytes, disable_docs=ns.disable_docs, timeout=ns.timeout,
-                api_keys=load_api_keys(ns.api_key, ns.api_key_file))
+                api_keys=load_api_keys(ns.api_key, ns.api_key_file),
+                allowed_origins=llama_flags.allowed_origins(ns), strict_model=ns.strict_model)
 
 
 def _engine_value(ns: argparse.Namespace, name: str) -> int:
@@ -123,8 +130,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     notes: List[str] = []
     gen_kwargs = generator_kwargs(ns, notes)
-    for note in notes:
+    for note in notes if not ns.log_disable else ():
         print(f"specgen serve: note: {note}", file=sys.stderr)
+    busy = llama_flags.check_port(ns.host, ns.port)  # before the model loads, not after
+    if busy:
+        return _fail(busy)
+    if ns.log_disable:
+        ns.log_level = "critical"
     if ns.ray:
         from specgen.server import ray_serve
 
@@ -144,7 +156,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (SpecgenError, ValueError, OSError) as e:
         return _fail(str(e))
     scheme = "https" if tls["ssl_certfile"] else "http"
-    print(f"specgen serve: {app.state.specgen.model_name} on {scheme}://{ns.host}:{ns.port} "
-          f"({_engine_value(ns, 'n_parallel')} slot(s), n_ctx {generator.n_ctx}, draft {generator.draft or 'none'})", file=sys.stderr, flush=True)
+    if not ns.log_disable:
+        print(f"specgen serve: {app.state.specgen.model_name} on {scheme}://{ns.host}:{ns.port} "
+              f"({_engine_value(ns, 'n_parallel')} slot(s), n_ctx {generator.n_ctx}, draft {generator.draft or 'none'})", file=sys.stderr, flush=True)
     uvicorn.Server(uvicorn_config(app, host=ns.host, port=ns.port, limits=limits, log_level=ns.log_level, **tls)).run()
     return 0

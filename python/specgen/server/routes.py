@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from specgen import openai_compat as oc
 from specgen.server.engine import QueueFull, RequestHandle
+from specgen.errors import ContextOverflowError
 from specgen.server.errors import APIError, from_exception
 from specgen.server.metrics import CONTENT_TYPE_LATEST
 from specgen.server.schemas import ChatCompletionRequest, CompletionRequest
@@ -32,7 +33,8 @@ def _state(request: Request):
 
 
 def _check_model(state, model: Optional[str]) -> None:
-    if model and model != state.model_name:
+    # Without --strict-model any name is served by the one model loaded, as llama-server does.
+    if model and model != state.model_name and state.strict_model:
         raise APIError(404, f"The model '{model}' does not exist (this server serves '{state.model_name}')",
                        type="not_found_error", param="model", code="model_not_found")
 
@@ -142,6 +144,8 @@ async def completions(body: CompletionRequest, request: Request):
                                               body.max_tokens is not None, "prompt")
     except APIError:
         raise
+    except ContextOverflowError as e:  # the prompt alone is too long: name the field that holds it
+        raise APIError(400, str(e), code="context_length_exceeded", param="prompt")
     except Exception as e:
         raise from_exception(e)
     builder = oc.ResponseBuilder(state.generator, "completion", state.model_name, n_top)
@@ -177,7 +181,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request):
     except Exception as e:
         raise from_exception(e)
     builder = oc.ResponseBuilder(state.generator, "chat", state.model_name, n_top)
-    return await _serve(request, state, tokens, params, builder, bool(body.stream))
+    response = await _serve(request, state, tokens, params, builder, bool(body.stream))
+    # Which template rendered the chat: "gguf", "builtin:NAME" (the GGUF has none) or "file:PATH".
+    response.headers["X-Specgen-Chat-Template"] = getattr(state.chat_template, "origin", "unknown")
+    return response
 
 
 @router.get("/v1/models")
