@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 RETRY_AFTER_S = 1
-REFUSED_HEAD_TIMEOUT_S = 5.0
+REFUSED_HEAD_TIMEOUT_S = 10.0
 # Descriptors the process needs besides its connections (model file, threads' pipes, logs, Python).
 _SPARE_FDS = 64
 
