@@ -142,27 +142,35 @@ def test_calibration_is_cached_and_overridable(model_path, tmp_path, monkeypatch
 
 
 def test_timing_correction_carries_over_to_the_next_request(model_path, tmp_path, monkeypatch):
-    """The live timing correction outlives a request. With a cost model 8x too fast, a round's predicted
-    seconds are small against the correction's prior weight, so the first request's prediction stays far
-    too high, and the requests after it start corrected. The third request's prediction is within 1.6x of
-    the measured decode speed and at most half as far off (in log) as the first's. Reset per request,
-    every request would be as far off as the first."""
+    """The live timing correction outlives a request. With a cost model 256x too fast, a Generator's
+    first request predicts far too high (its correction has only that request's rounds to learn
+    from); a Generator that ran three requests before starts from their correction. Each carried
+    request runs right after a fresh Generator's first one, under the same load, and predicts at most
+    half its speed (measured: a fourth to a sixth); reset per request, the two would predict alike.
+    Only predictions are compared, never a measured speed, so the machine's load does not decide
+    the outcome (the test used to compare a prediction with the measured speed and failed under load)."""
     path = tmp_path / "cal.json"
     monkeypatch.setenv("SPECGEN_CALIBRATION", str(path))
     _auto(model_path, monkeypatch).close()  # measures this machine
     data = json.loads(path.read_text())
-    fast = {k: [x / 8 for x in v] if isinstance(v, list) else v / 8 if k != "version" else v for k, v in data.items()}
+    fast = {k: [x / 256 for x in v] if isinstance(v, list) else v / 256 if k != "version" else v for k, v in data.items()}
     path.write_text(json.dumps(fast))
-    g = _auto(model_path, monkeypatch)
+
+    def predicted(g) -> float:
+        return g.generate(PROMPTS[0], max_tokens=16, temperature=0).stats["auto_predicted_tokens_per_second"]
+
+    carried = _auto(model_path, monkeypatch)
     try:
-        ratios = []
         for _ in range(3):
-            s = g.generate(PROMPTS[0], max_tokens=48, temperature=0).stats
-            ratios.append(s["auto_predicted_tokens_per_second"] / s["decode_tokens_per_second"])
-        assert abs(np.log(ratios[2])) < 0.5 * abs(np.log(ratios[0])), ratios
-        assert 1 / 1.6 < ratios[2] < 1.6, ratios
+            predicted(carried)
+        pairs = []
+        for _ in range(2):
+            with _auto(model_path, monkeypatch) as fresh:
+                first = predicted(fresh)
+            pairs.append((first, predicted(carried)))
+        assert all(0 < c < 0.5 * f for f, c in pairs), pairs
     finally:
-        g.close()
+        carried.close()
 
 
 def test_stale_automatic_cache_is_measured_again(model_path, tmp_path, monkeypatch):
