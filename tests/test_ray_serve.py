@@ -1,8 +1,10 @@
 """Ray Serve scale-out: `specgen serve --ray --replicas 2` starts a local Ray instance pinned to
-127.0.0.1, two replicas behind Ray Serve's HTTP proxy; concurrent requests through the proxy give the
-SDK's greedy output and reach both replicas; stopping the server leaves no Ray process behind."""
+127.0.0.1 (no process of it listens on any other address: GCS, raylet, workers, agents, proxy),
+two replicas behind Ray Serve's HTTP proxy; concurrent requests through the proxy give the SDK's
+greedy output and reach both replicas; stopping the server leaves no Ray process behind."""
 from __future__ import annotations
 
+import ipaddress
 import threading
 import time
 
@@ -26,6 +28,27 @@ def _ray_processes() -> set:
         if "raylet" in cmd or "gcs_server" in cmd or "ray::" in cmd:
             out.add(p.info["pid"])
     return out
+
+
+def _listening_addresses(pids: set) -> set:
+    """(pid, address, port) of every TCP/UDP socket these processes listen on (or bound, for UDP)."""
+    out = set()
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            conns = p.net_connections(kind="inet") if hasattr(p, "net_connections") else p.connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN or (c.status == psutil.CONN_NONE and not c.raddr):
+                out.add((pid, c.laddr.ip, c.laddr.port))
+    return out
+
+
+def _is_loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return (mapped or addr).is_loopback
 
 
 def test_two_replicas_behind_ray_serve(monkeypatch):
@@ -72,6 +95,12 @@ def test_two_replicas_behind_ray_serve(monkeypatch):
         while len(pids) < 2 and time.monotonic() < deadline:
             pids.add(httpx.get(server.url + "/health", timeout=30).json()["pid"])
         assert len(pids) == 2
+        # Every process Ray started for it listens on loopback only.
+        tree = {server.proc.pid} | {c.pid for c in psutil.Process(server.proc.pid).children(recursive=True)}
+        listening = _listening_addresses(tree | (_ray_processes() - before))
+        assert any(port == server.port for _, _, port in listening)
+        assert len(listening) >= 4  # the proxy, GCS, raylet, workers: something was checked
+        assert [x for x in listening if not _is_loopback(x[1])] == []
     finally:
         server.stop()
     deadline = time.monotonic() + 30

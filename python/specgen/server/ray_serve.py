@@ -28,11 +28,39 @@ DEPLOYMENT_NAME = "specgen"
 LOCAL_ONLY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
+def _replica_grpc_on_loopback() -> None:
+    """In a replica of a Ray node on loopback: Ray Serve starts the replica's inter-deployment gRPC
+    server on "[::]:0", every interface, whatever the node's address (ray/serve/_private/replica.py
+    passes that address to its module's add_port_to_grpc_server, with no setting for it). Bind it to
+    127.0.0.1, the address the node advertises and the proxy dials. Runs before the replica starts
+    that server (the ingress app is built first); tests/test_ray_serve.py checks every socket."""
+    import ray
+
+    if ray.util.get_node_ip_address() not in ("127.0.0.1", "::1"):
+        return  # a cluster someone else runs (serve run specgen.ray_serve:app): its addresses, its choice
+    try:
+        from ray.serve._private import replica
+    except ImportError:
+        return
+    add_port = getattr(replica, "add_port_to_grpc_server", None)
+    if add_port is None or getattr(add_port, "specgen_loopback", False):
+        return
+
+    def add_port_on_loopback(server, address: str):
+        host, _, port = address.rpartition(":")
+        return add_port(server, f"127.0.0.1:{port}" if host in ("[::]", "0.0.0.0", "") else address)
+
+    add_port_on_loopback.specgen_loopback = True
+    replica.add_port_to_grpc_server = add_port_on_loopback
+
+
 def _asgi_builder(generator_kwargs: Dict[str, Any], app_kwargs: Dict[str, Any]):
     def build_asgi_app():
         # Runs in the replica: its own Generator, its own engine adapter and metrics.
         from specgen import Generator
         from specgen.server.app import create_app
+
+        _replica_grpc_on_loopback()
 
         return create_app(Generator(**generator_kwargs), **app_kwargs)
 
