@@ -63,7 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="batch sizes, e.g. 1,2,4,8,16: N concurrent requests on one Generator (plain vs ngram and "
                          "draft=auto speculation under the batch policy; specgen.bench.parallel)")
     ap.add_argument("--bandwidth-mb", type=int, default=1024, help="--core: array size for the bandwidth probe")
-    ap.set_defaults(then_core=False)
+    # The pair study (--preset pair, specgen.bench.pair): a target with its draft model against llama-server.
+    ap.add_argument("-md", "--draft-model", default=None, help="--preset pair: the draft GGUF (default: the fetched pair's)")
+    ap.add_argument("--peer-server", default=None,
+                    help="--preset pair: a llama-server binary (default $SPECGEN_LLAMA_SERVER; specgen never builds it)")
+    ap.add_argument("--peer-sweep", default="", help="--preset pair: llama-server n-max values tried for llama:draft:best")
+    ap.set_defaults(then_core=False, study=None)
     return ap
 
 
@@ -76,7 +81,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         ap.set_defaults(**presets.PRESETS[first.preset])
     args = ap.parse_args(argv)
     try:
-        args.config_list = [grammar.parse_config(s) for s in grammar.parse_list(args.configs, str)]
+        if args.study == "pair":  # its own configuration names (specgen.bench.pair)
+            from specgen.bench import pair
+
+            args.config_list = pair.parse_configs(args.configs)
+        else:
+            args.config_list = [grammar.parse_config(s) for s in grammar.parse_list(args.configs, str)]
         args.gamma_list = grammar.parse_list(args.draft_max, int)
         args.thread_list = grammar.parse_list(args.threads, int) if args.threads else None
         args.temp_list = grammar.parse_list(args.temp, float)
@@ -108,6 +118,10 @@ def _run(argv: List[str]) -> int:
         argv = argv[1:]
     args = parse(argv)
     command = "specgen bench " + " ".join(shlex.quote(a) for a in (["core"] if is_core else []) + argv)
+    if args.study == "pair" and not is_core:
+        from specgen.bench import pair
+
+        return pair.run_from_args(args, command)
     if is_core or args.core:
         res = run_core(args.model, threads=grammar.parse_list(args.threads or "1,2", int), max_tokens=args.max_tokens,
                        bandwidth_mb=args.bandwidth_mb, progress=not args.quiet, command=command)

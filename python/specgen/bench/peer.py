@@ -4,6 +4,10 @@ prompt-lookup decoding, LlamaPromptLookupDecoding) when ``llama_cpp`` imports.
 Timing: the KV cache is reset before every prompt (llama-cpp-python would otherwise reuse a matching
 prefix); prefill = prompt evaluation up to the first sampled token, decode = the tokens after it.
 It runs after specgen's matrix, with the same token ids, threads and max_tokens, greedy only.
+
+The `pair` preset's peer is llama-server instead (peer_server.py: a process started and stopped inside
+its block of the interleaved run, with the draft model and --spec-type draft-simple), since
+llama-cpp-python has no draft-model speculation.
 """
 from __future__ import annotations
 

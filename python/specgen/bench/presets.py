@@ -6,10 +6,13 @@ line override the preset's values.
     specgen bench --preset nanospec     # full head vs FR-Spec vs NanoSpec heads of the self drafter
     specgen bench --preset auto         # draft="auto" against the fixed configurations, predicted vs measured
     specgen bench --preset report       # regenerates docs/bench/ (REPORT.md, bench.*, core.md)
+    specgen bench --preset pair         # a target + its draft model against llama-server (bench/pair.py)
 """
 from __future__ import annotations
 
 from typing import Any, Dict
+
+from specgen.bench.pair import DEFAULT_PROMPTS as PAIR_PROMPTS
 
 __all__ = ["PRESETS", "describe"]
 
@@ -48,6 +51,16 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         prompts="text,edit,code,chat", n_prompts=2, max_tokens=48, draft_max="4", threads="2", temp="0,1",
         json="docs/bench/bench.json", csv="docs/bench/bench.csv", plot="docs/bench/bench.png",
         markdown="docs/bench/REPORT.md", then_core=True,
+    ),
+    # Issue 33: the Qwen2.5-Coder 1.5B + 0.5B pair (python -m specgen.bench.models fetch qwen2.5-coder-pair),
+    # the code chat prompts, 128 tokens, greedy and T=1, 2 threads, 2 rounds, against llama-server
+    # (--peer-server PATH or $SPECGEN_LLAMA_SERVER) plain and with the draft at its default and best
+    # n-max (swept first). n-gram and the best n-max only at T=0; RSS and prefill after the rounds.
+    "pair": dict(
+        study="pair",
+        configs="plain,draft,draft:token,draft:nanospec,ngram@0,auto,llama,llama:draft,llama:draft:best@0",
+        prompts=PAIR_PROMPTS, max_tokens=128, repeats=2, threads="2", temp="0,1", peer_sweep="2,3,4,6,8",
+        peer=False,
     ),
 }
 
