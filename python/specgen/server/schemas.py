@@ -18,7 +18,9 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     model: Optional[str] = Field(None, description="The served model's id (GET /v1/models); omitted: that model")
-    max_tokens: Optional[int] = Field(None, ge=0, description="Most tokens to generate (the server's -n caps it)")
+    max_tokens: Optional[int] = Field(None, ge=0, description="Most tokens to generate; prompt + max_tokens past the "
+                                      "context is a 400. Left out: 16 (completions) or 1024 (chat), at most the "
+                                      "context left. The server's -n caps it")
     temperature: Optional[float] = Field(None, ge=0.0, le=1e6, description="0 = greedy")
     top_p: Optional[float] = Field(None, gt=0.0, le=1.0)
     top_k: Optional[int] = Field(None, ge=-1, description="0 or -1 = off")
