@@ -51,7 +51,7 @@ def _add_security_flags(p: argparse.ArgumentParser) -> None:
     s.add_argument("--ssl-cert-file", default=None, metavar="FNAME", help="PEM certificate chain: serve HTTPS")
     s.add_argument("-to", "--timeout", type=float, default=d.timeout, metavar="SECONDS",
                    help=f"read/write timeout: a request's head and body must arrive, and each write of the response go "
-                        f"through, within it (default: {d.timeout:g})")
+                        f"through, within it; the head within 60 s at most (default: {d.timeout:g})")
     s.add_argument("--keep-alive-timeout", type=float, default=d.keep_alive, metavar="SECONDS",
                    help=f"close an idle kept-alive connection after it (default: {d.keep_alive:g})")
     s.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",

@@ -2,10 +2,10 @@
 mechanisms (no HTTP of ours).
 
 - ``timeout`` (``--timeout``, llama-server's read/write timeout, 600 s by default): a request's head
-  must arrive within it (a connection that sends nothing or a half head is closed; uvicorn itself has
-  no such timer, so GuardedH11Protocol adds one to uvicorn's h11 protocol), its body too (BodyLimit
-  answers 408), and each write of the response must go through within it (a client that stops
-  reading a stream is dropped, its request cancelled).
+  must arrive within it, and within HEAD_TIMEOUT_S at most (a connection that sends nothing or a half
+  head is closed; uvicorn itself has no such timer, so GuardedH11Protocol adds one to uvicorn's h11
+  protocol), its body too (BodyLimit answers 408), and each write of the response must go through
+  within it (a client that stops reading a stream is dropped, its request cancelled).
 - ``keep_alive`` (``--keep-alive-timeout``): an idle kept-alive connection is closed after it (uvicorn's
   timeout_keep_alive).
 - ``max_connections`` (``--max-connections``): connections beyond it get a 503 with Retry-After and
@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 RETRY_AFTER_S = 1
+# A request head is a few hundred bytes: no honest client takes a minute over one (nginx's
+# client_header_timeout default), while a connection flood holding half heads must not hold the
+# connection slots for the whole --timeout.
+HEAD_TIMEOUT_S = 60.0
 REFUSED_HEAD_TIMEOUT_S = 10.0
 # Descriptors the process needs besides its connections (model file, threads' pipes, logs, Python).
 _SPARE_FDS = 64
@@ -66,7 +70,7 @@ def guarded_protocol(limits: HttpLimits) -> type:
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._head_timer: Optional[asyncio.TimerHandle] = None
-            self._head_timeout = limits.timeout
+            self._head_timeout = min(limits.timeout, HEAD_TIMEOUT_S)
             n_open = len(self.connections)
             if n_open > 2 * limits.max_connections:
                 transport.close()
