@@ -7,7 +7,8 @@ requests go through the real `openai` client; hostile ones through raw sockets o
 
 - HTTP: a half-sent head and a silent connection are closed after --timeout; a body shorter than its
   Content-Length gets 408; connections past --max-connections get 503 with Retry-After, past twice it
-  they are closed at once, and the server serves again when they go; TLS.
+  they are closed at once, and the server serves again when they go; a write the client never reads
+  ends the response; TLS; a bad security flag is a one-line error before any model loads.
 - Keys and docs: no key / a wrong key -> 401, either right key works, /health stays open;
   --disable-docs removes /docs, /redoc and /openapi.json. Every 503 carries Retry-After.
 - Context: prompt + max_tokens past n_ctx -> 400 naming n_ctx and the numbers; without max_tokens a
@@ -236,6 +237,52 @@ def test_tls(gen, tmp_path):
             httpx.get(f"http://{HOST}:{s.port}/health", timeout=10)
     finally:
         s.stop()
+
+
+def test_a_write_the_client_never_reads_ends_the_response():
+    # ResponseGuard (what --timeout does to writes): a send that waits past the timeout fails as an
+    # OSError, which Starlette takes for the client going away (the route then cancels its request);
+    # the 503 got its Retry-After on the way.
+    import asyncio
+
+    from specgen.server.http_limits import ResponseGuard
+
+    failed, sent = [], []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 503, "headers": []})
+        try:
+            await send({"type": "http.response.body", "body": b"x"})
+        except OSError as e:
+            failed.append(type(e).__name__)
+            raise
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            await asyncio.Event().wait()  # a client that never reads
+
+    asyncio.run(asyncio.wait_for(ResponseGuard(app, timeout=0.05)({"type": "http"}, None, send), 30))
+    assert failed == ["ClientTooSlow"]
+    assert (b"retry-after", b"1") in sent[0]["headers"]
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--ssl-key-file", "key.pem"], "--ssl-key-file and --ssl-cert-file go together"),
+    (["--ssl-key-file", "missing.pem", "--ssl-cert-file", "missing.pem"], "no such file"),
+    (["--api-key-file", "missing.txt"], "--api-key-file missing.txt"),
+    (["--api-key", "a,,b"], "must not be empty"),
+    (["--max-connections", "0"], "--max-connections must be >= 1"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+])
+def test_security_flag_errors_are_one_line(tmp_path, monkeypatch, capsys, flags, needle):
+    from specgen.server import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "key.pem").write_text("")
+    assert cli.main(["--port", "0", *flags]) == 2  # before any model loads
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and err.startswith("specgen serve: error: ")
 
 
 # -- keys, docs, Retry-After -------------------------------------------------------------------------

@@ -145,6 +145,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                             keep_alive_s=limits.keep_alive, **tls)
         except ImportError as e:
             return _fail(f'--ray needs the ray extra: pip install "specgen[ray]" ({e})')
+        except RuntimeError as e:  # Ray could not be kept on 127.0.0.1
+            return _fail(str(e))
     from specgen import Generator
     from specgen.server.app import create_app
     from specgen.server.http_limits import ensure_file_limit, uvicorn_config
