@@ -245,10 +245,13 @@ def _specgen_run(g, ids: List[int], max_tokens: int, t: float, seed: int) -> Dic
     dec_s = st.get("decode_seconds") or 0.0
     dec_tps = st.get("decode_tokens_per_second") or 0.0
     pooled = pool_runs([st])
+    n = st.get("n_generated") or 0
+    # specgen's decode time covers every generated token (the prompt's last row runs in the first round);
+    # plain decoding is one target call per token.
     return {"decode_tps": dec_tps, "decode_tokens": dec_tps * dec_s, "decode_seconds": dec_s,
-            "prefill_tps": st.get("prefill_tokens_per_second"), "n_generated": st.get("n_generated"),
-            "n_drafted": st.get("n_drafted", 0), "n_accepted": st.get("n_accepted", 0), "n_rounds": st.get("n_rounds", 0),
-            "tokens_per_call": pooled["tokens_per_call"], "finish_reason": r.finish_reason,
+            "prefill_tps": st.get("prefill_tokens_per_second"), "n_generated": n, "call_tokens": n,
+            "n_drafted": st.get("n_drafted", 0), "n_accepted": st.get("n_accepted", 0),
+            "n_rounds": st.get("n_rounds", 0) or n, "tokens_per_call": pooled["tokens_per_call"], "finish_reason": r.finish_reason,
             "auto_method": st.get("auto_method"), "drafted_at": st.get("drafted_at"), "accepted_at": st.get("accepted_at"),
             "text": r.text}
 
@@ -260,10 +263,13 @@ def _llama_run(server, ids: List[int], max_tokens: int, t: float, seed: int) -> 
     n = int(tm.get("predicted_n") or 0)
     ms = float(tm.get("predicted_ms") or 0.0)
     drafted, accepted = int(tm.get("draft_n") or 0), int(tm.get("draft_n_accepted") or 0)
-    calls = n - accepted  # every target call emits its accepted draft tokens plus one
-    return {"decode_tps": float(tm.get("predicted_per_second") or 0.0), "decode_tokens": n, "decode_seconds": ms / 1e3,
-            "prefill_tps": tm.get("prompt_per_second"), "n_generated": n, "n_drafted": drafted, "n_accepted": accepted,
-            "n_rounds": calls if drafted else n, "tokens_per_call": n / calls if calls > 0 else None,
+    # llama-server's first token comes with the prompt's last batch (in prompt_ms); predicted_ms covers
+    # the other n - 1, and each target call among them emits its accepted draft tokens plus one.
+    steps = max(n - 1, 0)
+    calls = steps - accepted
+    return {"decode_tps": float(tm.get("predicted_per_second") or 0.0), "decode_tokens": steps, "decode_seconds": ms / 1e3,
+            "prefill_tps": tm.get("prompt_per_second"), "n_generated": n, "call_tokens": steps, "n_drafted": drafted,
+            "n_accepted": accepted, "n_rounds": calls, "tokens_per_call": steps / calls if calls > 0 else None,
             "finish_reason": out.get("stop_type"), "text": out["text"]}
 
 
@@ -545,7 +551,7 @@ def summarise_pair(runs: Sequence[Dict[str, Any]], order: Optional[Sequence[str]
         out.append({
             "config": k[0], "engine": rs[0]["engine"], "temperature": k[1], "n_runs": len(rs),
             "decode_tps": tps[k],
-            "tokens_per_call": (sum(r["n_generated"] or 0 for r in rs) / rounds) if rounds else None,
+            "tokens_per_call": (sum(r.get("call_tokens", r["n_generated"]) or 0 for r in rs) / rounds) if rounds else None,
             "tokens_per_call_mean": m, "tokens_per_call_se": se,
             "acceptance": (sum(r["n_accepted"] or 0 for r in rs) / drafted) if drafted else None,
             "mean_generated": sum(r["n_generated"] or 0 for r in rs) / len(rs),

@@ -25,7 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from specgen.errors import SpecgenError
 
-__all__ = ["PeerServerError", "ServerConfig", "LlamaServer", "resolve_server", "server_version", "server_help"]
+__all__ = ["PeerServerError", "ServerConfig", "LlamaServer", "resolve_server", "server_version", "server_help",
+           "draft_n_max_flag", "default_draft_n_max", "free_port"]
 
 ENV_SERVER = "SPECGEN_LLAMA_SERVER"
 
