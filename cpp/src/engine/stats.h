@@ -48,7 +48,7 @@ namespace specgen {
 
 // X(name, doc): values derived from the counters (methods of generation_stats).
 #define SPECGEN_STATS_DERIVED(X)                                                                      \
-    X(prefill_tokens_per_second, "prompt tokens computed (not reused from the cache) / prefill_seconds; 0 when none was")                \
+    X(prefill_tokens_per_second, "prompt rows the prefill computed (all but the last token, less those reused from the cache) / prefill_seconds; 0 when none was")                \
     X(decode_tokens_per_second, "n_generated / decode_seconds (0 without time)")                     \
     X(acceptance_rate, "n_accepted / n_drafted (0 without drafts)")                                  \
     X(mean_accepted_length, "tokens per target call: 1 + n_accepted / n_rounds (0 without rounds)")  \
@@ -103,8 +103,10 @@ struct generation_stats {
     int64_t auto_n_switches = 0;
 
     // Reused rows cost nothing: counting them made a cached prompt "prefill" at billions of tokens/s.
+    // The prompt's last token is forwarded by the first decode step, not by the prefill, so a prompt
+    // cached up to its last token prefilled nothing (not one token in a few microseconds).
     double prefill_tokens_per_second() const {
-        const int64_t computed = n_prompt_tokens - n_prompt_tokens_cached;
+        const int64_t computed = n_prompt_tokens - 1 - n_prompt_tokens_cached;
         return prefill_seconds > 0 && computed > 0 ? double(computed) / prefill_seconds : 0;
     }
     double decode_tokens_per_second() const { return decode_seconds > 0 ? n_generated / decode_seconds : 0; }
