@@ -72,7 +72,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not quiet:
             print(f"specgen: note: {text}", file=sys.stderr)
 
-    from specgen import Generator, _core
+    from specgen import Generator
     from specgen.chat_template import template_for
     from specgen.errors import SpecgenError
 
@@ -82,25 +82,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as e:
         print(f"specgen: error: {e}", file=sys.stderr)
         return 2
+    kw["model"] = ns.model
+    try:
+        flags.fold_llama_cpp_flags(ns, kw, notes)
+    except ValueError as e:
+        print(f"specgen: error: {e}", file=sys.stderr)
+        return 2
     for n in notes:
         note(n)
-    if ns.flash_attn is not None:
-        note("-fa is accepted and ignored: attention is always one fused pass here")
-    if ns.n_gpu_layers and ns.n_gpu_layers > 0 and "device" not in kw:
-        if _core.cuda_device_count() > 0:
-            kw["device"] = "cuda"
-        else:
-            note(f"-ngl {ns.n_gpu_layers}: no usable CUDA device (or a build without CUDA), running on the CPU")
     gen_kw: Dict[str, Any] = flags.generate_kwargs(ns)
-    if ns.model and ns.hf_repo:
-        print("specgen: error: give either -m/--model or -hf/--hf-repo, not both", file=sys.stderr)
-        return 2
     try:
         first = ns.prompt
         if ns.file is not None:
             with open(ns.file, encoding="utf-8") as fh:
                 first = fh.read().rstrip("\n")
-        g = Generator(ns.model or ns.hf_repo, **kw)
+        g = Generator(**kw)
         template = template_for(g, ns.chat_template)
     except (SpecgenError, OSError, ValueError) as e:
         print(f"specgen: error: {' '.join(str(e).split())}", file=sys.stderr)

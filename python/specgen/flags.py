@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-__all__ = ["specs", "default", "add_engine_flags", "generator_kwargs", "generate_kwargs", "DRAFT_WORDS"]
+__all__ = ["specs", "default", "add_engine_flags", "generator_kwargs", "generate_kwargs", "fold_llama_cpp_flags", "DRAFT_WORDS"]
 
 # --draft's words; llama.cpp's other --draft (a number: tokens per draft) is read as --draft-max.
 DRAFT_WORDS = ("none", "ngram", "self", "model", "auto")
@@ -134,3 +134,21 @@ def generator_kwargs(ns: argparse.Namespace, default_draft: str = "none",
 def generate_kwargs(ns: argparse.Namespace) -> Dict[str, Any]:
     """generate() keyword arguments of the parsed generate-scope flags that were given."""
     return _given(ns, "generate")
+
+
+def fold_llama_cpp_flags(ns: argparse.Namespace, gen_kwargs: Dict[str, Any], notes: List[str]) -> None:
+    """Folds -hf and -ngl into the Generator keyword arguments (ValueError for -m with -hf); notes for
+    the user go to ``notes``."""
+    if ns.hf_repo is not None:
+        if gen_kwargs.get("model") is not None:
+            raise ValueError("give either -m/--model or -hf/--hf-repo, not both")
+        gen_kwargs["model"] = ns.hf_repo
+    if ns.flash_attn is not None:
+        notes.append("-fa is accepted and ignored: attention is one fused pass here")
+    if ns.n_gpu_layers and gen_kwargs.get("device") in (None, "cpu"):
+        from specgen import _core
+
+        if _core.cuda_device_count() > 0:
+            gen_kwargs["device"] = "cuda"
+        else:
+            notes.append(f"-ngl {ns.n_gpu_layers}: no usable CUDA device (or a build without CUDA); running on the CPU")

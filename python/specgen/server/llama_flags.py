@@ -18,7 +18,9 @@ import argparse
 import errno
 import socket
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
+
+from specgen.flags import fold_llama_cpp_flags
 
 
 class StrictArgumentParser(argparse.ArgumentParser):
@@ -66,22 +68,8 @@ def allowed_origins(ns: argparse.Namespace) -> List[str]:
     return [o.strip() for value in ns.allowed_origins or () for o in value.split(",") if o.strip()]
 
 
-def apply(ns: argparse.Namespace, gen_kwargs: Dict[str, Any], notes: List[str]) -> None:
-    """Folds -hf and -ngl into the Generator keyword arguments (ValueError for -m with -hf); notes for
-    the user go to ``notes``."""
-    if ns.hf_repo is not None:
-        if gen_kwargs.get("model") is not None:
-            raise ValueError("give either -m/--model or -hf/--hf-repo, not both")
-        gen_kwargs["model"] = ns.hf_repo
-    if ns.flash_attn is not None:
-        notes.append("-fa is accepted and ignored: attention is one fused pass here")
-    if ns.n_gpu_layers and gen_kwargs.get("device") in (None, "cpu"):
-        from specgen import _core
-
-        if _core.cuda_device_count() > 0:
-            gen_kwargs["device"] = "cuda"
-        else:
-            notes.append(f"-ngl {ns.n_gpu_layers}: no usable CUDA device (or a build without CUDA); running on the CPU")
+# -hf, -fa and -ngl fold into the Generator's keywords as in the CLI's chat mode (one place).
+apply = fold_llama_cpp_flags
 
 
 def check_port(host: str, port: int) -> Optional[str]:
