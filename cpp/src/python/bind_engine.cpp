@@ -11,7 +11,6 @@
 #include "gguf/gguf_reader.h"
 #include "python/bindings.h"
 #include "quant/quant.h"
-#include "speculative/ssd/saguaro.h"
 
 namespace nb = nanobind;
 
@@ -26,17 +25,6 @@ void bind_engine(nb::module_& m) {
         d["cpu_isa"] = std::string(cpu_isa_name(best_cpu_isa()));
         return d;
     }, "What this build of the native core contains: {'cuda': bool, 'cpu_isa': str}.");
-
-    m.def(
-        "saguaro_reweight",
-        [](const std::vector<int32_t>& ids, const std::vector<float>& probs, int f, float c) {
-            token_dist q{ids, probs}, out;
-            saguaro_reweight(q, f, c, out);
-            return std::make_pair(out.ids, out.probs);
-        },
-        nb::arg("ids"), nb::arg("probs"), nb::arg("f"), nb::arg("c"),
-        "Saguaro sampling (docs/ALGORITHMS.md section 4.5): weight c on the f most probable tokens, renormalised. "
-        "Returns (ids, probs); the C++ function the SSD drafter samples from.");
 
     nb::class_<request>(m, "Request", "One request on a Generator, as its readers see it (engine/request.h).")
         .def("step", &request::step, nb::call_guard<nb::gil_scoped_release>(),
