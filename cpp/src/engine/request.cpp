@@ -90,9 +90,9 @@ void request::publish(sequence& s) {
     tokens_.insert(tokens_.end(), generated.begin() + tokens_.size(), generated.end());
     const std::vector<token_logprob>& lp = s.logprobs();
     if (lp.size() > logprobs_.size()) logprobs_.insert(logprobs_.end(), lp.begin() + logprobs_.size(), lp.end());
-    const std::string piece = s.take_text();
-    text_ += piece;
-    unread_ += piece;
+    text_ += s.new_text();
+    unread_ += s.new_text();
+    s.drop_text();
     stats_ = s.stats();
     n_published_ += 1;
 }

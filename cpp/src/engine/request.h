@@ -60,7 +60,7 @@ public:
     uint64_t seed() const { return seed_; }
 
     // ---- the scheduler (its lock held) ----
-    // What the step added to s: tokens, logprobs, text (taken from s), stats.
+    // What the step added to s: tokens, logprobs, text (then dropped from s), stats.
     void publish(sequence& s);
     // The engine let go of it: the final text and stats of s, its finish reason ("cancelled" when none).
     void release(const sequence& s);

@@ -217,10 +217,4 @@ slot* sequence::leave_slot() {
     return s;
 }
 
-std::string sequence::take_text() {
-    std::string out;
-    out.swap(out_);
-    return out;
-}
-
 }  // namespace specgen

@@ -84,8 +84,9 @@ public:
     // ---- what the reader handle publishes ----
     const std::vector<int32_t>& generated() const { return generated_; }  // EOS excluded
     const std::vector<token_logprob>& logprobs() const { return logprobs_; }
-    std::string take_text();                 // the text made since the last call
-    void drop_text() { out_.clear(); }       // cancelled: nothing more is shown
+    // The text made since drop_text() (the reader handle appends it, then drops it).
+    const std::string& new_text() const { return out_; }
+    void drop_text() { out_.clear(); }
     std::string text() const { return stream_.text(); }
 
 private:
@@ -100,7 +101,7 @@ private:
     int32_t n_past_ = 0;
     slot* slot_ = nullptr;
     text_stream stream_;
-    std::string out_;                  // text produced since take_text()
+    std::string out_;                  // text produced since drop_text()
     finish_reason reason_ = finish_reason::none;
     generation_stats stats_;
     rng rng_;
