@@ -1,5 +1,5 @@
 """The multi-sequence KV cache and the ragged batched forward (cpp/src/model/kv_cache.h, batch.h,
-evaluator::forward_batch) on the reference model, through specgen._core.BatchEvaluator.
+evaluator::forward_batch) on the reference model, through specgen._testing.BatchEvaluator.
 
 Batch invariance: a sequence's hidden rows and logits inside a ragged batch (prefill chunks mixed with
 single decode rows, 1..16 sequences, one past Gemma 3's 512-token sliding window) are bit-identical to
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import specgen
-from specgen import _core
+from specgen import _testing
 from specgen.errors import ContextOverflowError, InvalidParameterError
 
 KV_TYPES = ["f32", "f16", "q8_0"]
@@ -23,7 +23,7 @@ def g(model_path):
 
 
 def evaluator(g, n_seq, kv="f32", n_ctx=N_CTX):
-    return _core.BatchEvaluator(g._g, n_seq, n_ctx, kv, kv, 2)
+    return _testing.BatchEvaluator(g._g, n_seq, n_ctx, kv, kv, 2)
 
 
 def random_sequences(seed, lengths, vocab=20000):
@@ -177,6 +177,6 @@ def test_bad_batches_raise(g):
     with pytest.raises(InvalidParameterError, match="at least one token"):
         e.forward([(0, [], 0)])
     with pytest.raises(InvalidParameterError, match="not one of"):
-        _core.BatchEvaluator(g._g, 1, 64, "q4_0", "f32", 1)
+        _testing.BatchEvaluator(g._g, 1, 64, "q4_0", "f32", 1)
     with pytest.raises(InvalidParameterError):
         e.copy_prefix(0, 5, 3)

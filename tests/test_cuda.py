@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import specgen
-from specgen import _core
+from specgen import _core, _testing
 
 HAS_CUDA_BUILD = bool(_core.build_info()["cuda"])
 N_DEVICES = _core.cuda_device_count()
@@ -42,7 +42,7 @@ def test_cuda_without_device_raises_device_error(model_path):
     with pytest.raises(specgen.DeviceError, match=expected):
         specgen.Generator(model_path, device="cuda", n_ctx=64)
     with pytest.raises(specgen.DeviceError):
-        _core.backend_matmul("cuda", 0, np.zeros(4 * 32, np.uint8), 1, 32, np.zeros(32, np.float32), 1)
+        _testing.backend_matmul("cuda", 0, np.zeros(4 * 32, np.uint8), 1, 32, np.zeros(32, np.float32), 1)
 
 
 def test_device_out_of_range_or_malformed(model_path):
@@ -73,7 +73,7 @@ def test_cpu_backend_matmul_binding(name):
     rng = np.random.default_rng(1)
     t, raw, deq = _weights(name, 9, 256, rng)
     x = rng.standard_normal((3, 256)).astype(np.float32)
-    y = _core.backend_matmul("cpu", t, raw, 9, 256, x.ravel(), 3)
+    y = _testing.backend_matmul("cpu", t, raw, 9, 256, x.ravel(), 3)
     assert y.shape == (3, 9)
     ref = deq.astype(np.float64) @ x.T.astype(np.float64)
     scale = np.abs(deq).astype(np.float64) @ np.abs(x.T).astype(np.float64)
@@ -91,13 +91,13 @@ def test_cuda_matmul_matches_reference(name):
     for n_rows, n_cols in _shapes(name):
         t, raw, deq = _weights(name, n_rows, n_cols, rng)
         x = rng.standard_normal((17, n_cols)).astype(np.float32)
-        y = _core.backend_matmul("cuda", t, raw, n_rows, n_cols, x.ravel(), 17)
+        y = _testing.backend_matmul("cuda", t, raw, n_rows, n_cols, x.ravel(), 17)
         ref = (deq.astype(np.float64) @ x.T.astype(np.float64)).T
         scale = (np.abs(deq).astype(np.float64) @ np.abs(x.T).astype(np.float64)).T
         # fp32 accumulation of n_cols products: a random walk of ~sqrt(n) ulp relative to sum |w x|.
         assert np.all(np.abs(y - ref) <= 2e-5 * scale + 1e-30), f"{name} [{n_rows}, {n_cols}]"
         for n_tok in (1, 2, 8, 9):
-            y_n = _core.backend_matmul("cuda", t, raw, n_rows, n_cols, x[:n_tok].ravel(), n_tok)
+            y_n = _testing.backend_matmul("cuda", t, raw, n_rows, n_cols, x[:n_tok].ravel(), n_tok)
             assert np.array_equal(y_n, y[:n_tok]), f"{name} [{n_rows}, {n_cols}] n_tokens={n_tok}"
 
 
@@ -108,7 +108,7 @@ def test_cuda_get_rows_matches_dequantize(name):
     for n_rows, n_cols in _shapes(name):
         t, raw, deq = _weights(name, n_rows, n_cols, rng)
         ids = rng.integers(0, n_rows, 5).astype(np.int32)
-        y = _core.backend_get_rows("cuda", t, raw, n_rows, n_cols, ids)
+        y = _testing.backend_get_rows("cuda", t, raw, n_rows, n_cols, ids)
         # d * q - dmin * m may be fused on the GPU: 1 ulp of the largest term.
         np.testing.assert_allclose(y, deq[ids], rtol=1e-6, atol=1e-6 * float(np.abs(deq).max()))
 

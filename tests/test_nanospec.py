@@ -1,6 +1,6 @@
 """NanoSpec's in-context draft vocabulary and FR-Spec's static one (docs/ALGORITHMS.md section 3).
 
-1. The set S (specgen._core.NanoSpecVocab over Gemma 3 270M's head): prefill content, growth order,
+1. The set S (specgen._testing.NanoSpecVocab over Gemma 3 270M's head): prefill content, growth order,
    capacity (a full set stops adding, never drops), reset per request, the incremental gather equals
    gathering from scratch byte for byte, and the sparse head's logits equal the full head's at the same
    ids bit for bit.
@@ -14,7 +14,7 @@ import pytest
 
 import specgen
 import specgen.verify as sv
-from specgen import _core
+from specgen import _core, _testing
 
 from sampling_fit import first_tokens_fit, goodness_of_fit, joint_two_tokens
 
@@ -24,12 +24,12 @@ N_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def vocab(gen):
-    return _core.NanoSpecVocab(gen._core, 3072)
+    return _testing.NanoSpecVocab(gen._core, 3072)
 
 
 def _topk_rows(gen, ids, k=3):
     lg = gen.logits(ids)
-    return lg, np.array([_core.top_ids(np.ascontiguousarray(r), k) for r in lg], np.int32)
+    return lg, np.array([_testing.top_ids(np.ascontiguousarray(r), k) for r in lg], np.int32)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -40,9 +40,9 @@ def test_top_ids_matches_numpy(k):
     x = rng.standard_normal(5000).astype(np.float32)
     x[[5, 17]] = 9.0  # a tie: the lower id ranks first
     x[rng.integers(0, 5000, 50)] = 0.5  # more ties inside the top k
-    assert _core.top_ids(x, k) == [int(i) for i in np.argsort(-x, kind="stable")[:k]]
+    assert _testing.top_ids(x, k) == [int(i) for i in np.argsort(-x, kind="stable")[:k]]
     with pytest.raises(specgen.InvalidParameterError):
-        _core.top_ids(x[:4], 5)
+        _testing.top_ids(x[:4], 5)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_seed_ids_rank_the_vocabulary(gen, model_path, seed_ids):
 
 @pytest.mark.parametrize("k", [3, 16])
 def test_prefill_content_and_order(gen, seed_ids, k):
-    vocab = _core.NanoSpecVocab(gen._core, 3072, top_k=k)
+    vocab = _testing.NanoSpecVocab(gen._core, 3072, top_k=k)
     ids = gen.tokenize(PROMPT)
     topk = _seed_topk(gen, seed_ids, ids, k)
     vocab.seed(np.array(ids, np.int32), topk[:-1])  # the engine's prefill computes all rows but the last
@@ -137,7 +137,7 @@ def test_growth_order_and_no_duplicates(vocab):
 
 
 def test_capacity_stops_adding_and_never_drops(gen):
-    v = _core.NanoSpecVocab(gen._core, 16)
+    v = _testing.NanoSpecVocab(gen._core, 16)
     v.add_many(np.arange(10, dtype=np.int32))
     first = v.ids
     v.add_many(np.arange(100, 120, dtype=np.int32))
@@ -165,10 +165,10 @@ def test_reset_per_request(model_path):
 def test_incremental_gather_equals_gather_from_scratch(gen):
     rng = np.random.default_rng(1)
     batches = [rng.integers(0, gen.n_vocab, size=n).astype(np.int32) for n in (5, 40, 1, 300)]
-    inc = _core.NanoSpecVocab(gen._core, 3072)
+    inc = _testing.NanoSpecVocab(gen._core, 3072)
     for b in batches:
         inc.add_many(b)
-    scratch = _core.NanoSpecVocab(gen._core, 3072)
+    scratch = _testing.NanoSpecVocab(gen._core, 3072)
     scratch.add_many(np.array(inc.ids, np.int32))
     assert inc.ids == scratch.ids
     assert inc.gathered() == scratch.gathered() == inc.head_rows(np.array(inc.ids, np.int32))
@@ -189,13 +189,13 @@ def test_sparse_head_logits_equal_full_head_bit_for_bit(gen, vocab):
 def test_frspec_table_shipped_and_checked(gen):
     from specgen.generator import default_frspec_table
 
-    ids = _core.read_frspec_table(default_frspec_table(), gen.n_vocab, 32768)
+    ids = _testing.read_frspec_table(default_frspec_table(), gen.n_vocab, 32768)
     assert len(ids) == len(set(ids)) == 32768 and all(0 <= i < gen.n_vocab for i in ids)
     assert gen.tokenize(" the", add_bos=False)[0] in ids[:300]
     with pytest.raises(specgen.InvalidParameterError):
-        _core.read_frspec_table(default_frspec_table(), 1000, 10)  # another vocabulary
+        _testing.read_frspec_table(default_frspec_table(), 1000, 10)  # another vocabulary
     with pytest.raises(specgen.InvalidParameterError):
-        _core.read_frspec_table(default_frspec_table(), gen.n_vocab, 1 << 20)  # too few ids
+        _testing.read_frspec_table(default_frspec_table(), gen.n_vocab, 1 << 20)  # too few ids
 
 
 def test_option_errors(model_path):

@@ -8,7 +8,7 @@ from gguf import GGMLQuantizationType as T  # noqa: E402
 from gguf.quants import dequantize as gguf_dequantize, quantize as gguf_quantize  # noqa: E402
 
 import specgen  # noqa: E402
-from specgen import _core  # noqa: E402
+from specgen import _testing  # noqa: E402
 
 BLOCK = {T.F32: (1, 4), T.F16: (1, 2), T.BF16: (1, 2), T.Q4_0: (32, 18), T.Q4_1: (32, 20), T.Q5_0: (32, 22),
          T.Q5_1: (32, 24), T.Q8_0: (32, 34), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q6_K: (256, 210),
@@ -22,14 +22,14 @@ ALL_ISAS = ["scalar", "avx2", "avx512"]
 
 def supported_isas():
     out = []
-    best = ALL_ISAS.index(_core.best_cpu_isa())
+    best = ALL_ISAS.index(_testing.best_cpu_isa())
     return ALL_ISAS[: best + 1]
 
 
 @pytest.fixture(autouse=True)
 def restore_isa():
     yield
-    _core.set_cpu_isa(_core.best_cpu_isa())
+    _testing.set_cpu_isa(_testing.best_cpu_isa())
 
 
 def row_bytes(t, n):
@@ -67,12 +67,12 @@ def random_blocks(t, n_blocks, rng):
 
 
 def q8k_activation(x):
-    return _core.quantize_row(int(T.Q8_K), x)
+    return _testing.quantize_row(int(T.Q8_K), x)
 
 
 def activation(t, x):
     vt = VEC_DOT_TYPE[t]
-    return x.astype(np.float32).view(np.uint8) if vt == T.F32 else _core.quantize_row(int(vt), x)
+    return x.astype(np.float32).view(np.uint8) if vt == T.F32 else _testing.quantize_row(int(vt), x)
 
 
 # (1) dequantize_row matches gguf's reference
@@ -84,7 +84,7 @@ def test_dequantize_matches_gguf(t):
     n_blocks = 7 if bs > 1 else 7 * 32
     raw = random_blocks(t, n_blocks, rng)
     n = n_blocks * bs
-    ours = _core.dequantize_row(int(t), raw, n)
+    ours = _testing.dequantize_row(int(t), raw, n)
     ref = gguf_dequantize(raw, t).reshape(-1).astype(np.float32)
     np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-7)
 
@@ -92,7 +92,7 @@ def test_dequantize_matches_gguf(t):
 @pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.BF16, T.F16])
 def test_quantize_matches_gguf_where_it_exists(t):
     x = np.random.default_rng(5).standard_normal(32 * 9).astype(np.float32)
-    ours = _core.quantize_row(int(t), x)
+    ours = _testing.quantize_row(int(t), x)
     ref = gguf_quantize(x.reshape(1, -1), t).reshape(-1).view(np.uint8)
     np.testing.assert_array_equal(ours, ref)
 
@@ -102,9 +102,9 @@ def test_fp16_conversion_edge_cases():
     vals = np.array([0.0, -0.0, 1.0, 65504.0, 65519.0, 65520.0, 1e-8, 2.98e-8, 6e-8, 6.1e-5, 1e-4, 3.14159,
                      np.inf, -np.inf], dtype=np.float32)
     x = np.concatenate([vals, np.random.default_rng(0).standard_normal(2)]).astype(np.float32)
-    ours = _core.quantize_row(int(T.F16), x).view(np.float16)
+    ours = _testing.quantize_row(int(T.F16), x).view(np.float16)
     np.testing.assert_array_equal(ours, x.astype(np.float16))
-    back = _core.dequantize_row(int(T.F16), x.astype(np.float16).view(np.uint8), len(x))
+    back = _testing.dequantize_row(int(T.F16), x.astype(np.float16).view(np.uint8), len(x))
     np.testing.assert_array_equal(back, x.astype(np.float16).astype(np.float32))
 
 
@@ -120,18 +120,18 @@ def test_vec_dot_isas_match_scalar(t, n_blocks):
     else:
         w = random_blocks(t, n_blocks, rng)
     x = activation(t, rng.standard_normal(n).astype(np.float32))
-    _core.set_cpu_isa("scalar")
-    ref = _core.vec_dot(int(t), n, w, x)
+    _testing.set_cpu_isa("scalar")
+    ref = _testing.vec_dot(int(t), n, w, x)
     # float64 oracle for the reference itself
-    wf = _core.dequantize_row(int(t), w, n).astype(np.float64)
+    wf = _testing.dequantize_row(int(t), w, n).astype(np.float64)
     vt = VEC_DOT_TYPE[t]
-    xf = (x.view(np.float32) if vt == T.F32 else _core.dequantize_row(int(vt), x, n)).astype(np.float64)
+    xf = (x.view(np.float32) if vt == T.F32 else _testing.dequantize_row(int(vt), x, n)).astype(np.float64)
     exact = float(wf @ xf)
     scale = float(np.abs(wf) @ np.abs(xf)) + 1e-30
     assert abs(ref - exact) <= 1e-4 * scale
     for isa in supported_isas()[1:]:
-        _core.set_cpu_isa(isa)
-        got = _core.vec_dot(int(t), n, w, x)
+        _testing.set_cpu_isa(isa)
+        got = _testing.vec_dot(int(t), n, w, x)
         assert abs(got - ref) <= 2e-6 * scale, (isa, got, ref)
 
 
@@ -141,7 +141,7 @@ def test_vec_dot_isas_match_scalar(t, n_blocks):
 def test_matmul_rows_bit_identical_to_vec_dot(isa, t):
     if isa not in supported_isas():
         pytest.skip(f"{isa} not supported here")
-    _core.set_cpu_isa(isa)
+    _testing.set_cpu_isa(isa)
     rng = np.random.default_rng(7 * int(t))
     bs, _ = BLOCK[t]
     n = 3 * (bs if bs > 1 else 32)
@@ -151,11 +151,11 @@ def test_matmul_rows_bit_identical_to_vec_dot(isa, t):
     for n_tok in range(1, 10):
         X = np.concatenate([activation(t, rng.standard_normal(n).astype(np.float32)) for _ in range(n_tok)])
         xrow = len(X) // n_tok
-        Y = _core.matmul_rows(int(t), W, n_rows, n, X, n_tok)
+        Y = _testing.matmul_rows(int(t), W, n_rows, n, X, n_tok)
         assert Y.shape == (n_tok, n_rows)
         for tok in range(n_tok):
             for r in range(n_rows):
-                e = _core.vec_dot(int(t), n, W[r * wrow:(r + 1) * wrow], X[tok * xrow:(tok + 1) * xrow])
+                e = _testing.vec_dot(int(t), n, W[r * wrow:(r + 1) * wrow], X[tok * xrow:(tok + 1) * xrow])
                 assert Y[tok, r].tobytes() == np.float32(e).tobytes(), (isa, n_tok, tok, r, Y[tok, r], e)
 
 
@@ -166,7 +166,7 @@ def test_matmul_rows_bit_identical_to_vec_dot(isa, t):
 def test_matmul_rows_large_batches_equal_single_token(isa, t):
     if isa not in supported_isas():
         pytest.skip(f"{isa} not supported here")
-    _core.set_cpu_isa(isa)
+    _testing.set_cpu_isa(isa)
     rng = np.random.default_rng(11 * int(t))
     bs, _ = BLOCK[t]
     n = 5 * bs
@@ -174,9 +174,9 @@ def test_matmul_rows_large_batches_equal_single_token(isa, t):
     W = np.concatenate([random_blocks(t, n // bs, rng) for _ in range(n_rows)])
     for n_tok in (31, 32, 33, 45, 70):
         xs = [activation(t, rng.standard_normal(n).astype(np.float32)) for _ in range(n_tok)]
-        Y = _core.matmul_rows(int(t), W, n_rows, n, np.concatenate(xs), n_tok)
+        Y = _testing.matmul_rows(int(t), W, n_rows, n, np.concatenate(xs), n_tok)
         for tok in range(n_tok):
-            alone = _core.matmul_rows(int(t), W, n_rows, n, xs[tok], 1)
+            alone = _testing.matmul_rows(int(t), W, n_rows, n, xs[tok], 1)
             assert Y[tok].tobytes() == alone[0].tobytes(), (isa, n_tok, tok)
 
 
@@ -194,21 +194,21 @@ def rows16_case(t, n_blocks, n_rows, n_tok, seed):
 
 @pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K])
 def test_rows16_kernel_matches_its_scalar_order(t):
-    if not _core.rows16_available(int(t)):
+    if not _testing.rows16_available(int(t)):
         pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
     for n_blocks, n_rows in ((1, 16), (3, 1), (5, 37), (20 if BLOCK[t][0] == 32 else 8, 64)):
         n, W, xs = rows16_case(t, n_blocks, n_rows, 19, 13 * int(t) + n_rows)
-        P = _core.rows16_pack(int(t), W, n_rows, n)
+        P = _testing.rows16_pack(int(t), W, n_rows, n)
         for n_tok in (1, 2, 3, 7, 8, 9, 16, 19):
             X = np.concatenate(xs[:n_tok])
-            Y = _core.matmul_rows16(int(t), P, n_rows, n, X, n_tok)
-            ref = _core.matmul_rows16_ref(int(t), W, n_rows, n, X, n_tok)
+            Y = _testing.matmul_rows16(int(t), P, n_rows, n, X, n_tok)
+            ref = _testing.matmul_rows16_ref(int(t), W, n_rows, n, X, n_tok)
             assert Y.tobytes() == ref.tobytes(), (n_blocks, n_rows, n_tok)
-            std = _core.matmul_rows(int(t), W, n_rows, n, X, n_tok)
+            std = _testing.matmul_rows(int(t), W, n_rows, n, X, n_tok)
             np.testing.assert_allclose(Y, std, rtol=1e-5, atol=1e-5 * float(np.abs(std).max()))
         for tok in (0, 18):
-            alone = _core.matmul_rows16(int(t), P, n_rows, n, xs[tok], 1)
-            in_batch = _core.matmul_rows16(int(t), P, n_rows, n, np.concatenate(xs), 19)[tok]
+            alone = _testing.matmul_rows16(int(t), P, n_rows, n, xs[tok], 1)
+            in_batch = _testing.matmul_rows16(int(t), P, n_rows, n, np.concatenate(xs), 19)[tok]
             assert alone[0].tobytes() == in_batch.tobytes()
 
 
@@ -216,7 +216,7 @@ def test_rows16_kernel_matches_its_scalar_order(t):
 def test_cpu_backend_computes_repacked_matrices_packed(t):
     """A matrix with a repack slot (as a model's) is computed in rows16 by the CPU backend, and its
     selected rows (NanoSpec / calibration heads) give the same bits as the full product."""
-    if not _core.rows16_available(int(t)):
+    if not _testing.rows16_available(int(t)):
         pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
     rng = np.random.default_rng(3 * int(t))
     n_rows, n, n_tok = 37, 768, 5
@@ -224,24 +224,24 @@ def test_cpu_backend_computes_repacked_matrices_packed(t):
     x = rng.standard_normal((n_tok, n)).astype(np.float32)
     X = np.concatenate([activation(t, row) for row in x])
     rows = np.array([36, 0, 17, 17, 5, 16], np.int32)
-    for repack, expected in ((True, _core.matmul_rows16_ref(int(t), W, n_rows, n, X, n_tok)),
-                             (False, _core.matmul_rows(int(t), W, n_rows, n, X, n_tok))):
-        y = _core.backend_matmul("cpu", int(t), W, n_rows, n, x.ravel(), n_tok, repack)
+    for repack, expected in ((True, _testing.matmul_rows16_ref(int(t), W, n_rows, n, X, n_tok)),
+                             (False, _testing.matmul_rows(int(t), W, n_rows, n, X, n_tok))):
+        y = _testing.backend_matmul("cpu", int(t), W, n_rows, n, x.ravel(), n_tok, repack)
         assert y.tobytes() == expected.tobytes(), repack
-        sel = _core.backend_matmul_selected("cpu", int(t), W, n_rows, n, x.ravel(), n_tok, rows, repack)
+        sel = _testing.backend_matmul_selected("cpu", int(t), W, n_rows, n, x.ravel(), n_tok, rows, repack)
         assert sel.tobytes() == np.ascontiguousarray(y[:, rows]).tobytes(), repack
 
 
 def test_rows16_bad_arguments_raise():
-    if not _core.rows16_available(int(T.Q8_0)):
+    if not _testing.rows16_available(int(T.Q8_0)):
         pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
     with pytest.raises(specgen.InvalidParameterError):
-        _core.rows16_pack(int(T.Q6_K), np.zeros(210, np.uint8), 1, 256)
+        _testing.rows16_pack(int(T.Q6_K), np.zeros(210, np.uint8), 1, 256)
     with pytest.raises(specgen.InvalidParameterError):
-        _core.rows16_pack(int(T.Q8_0), np.zeros(33, np.uint8), 1, 32)
-    assert not _core.rows16_available(int(T.Q6_K))
-    _core.set_cpu_isa("scalar")
-    assert not _core.rows16_available(int(T.Q8_0))
+        _testing.rows16_pack(int(T.Q8_0), np.zeros(33, np.uint8), 1, 32)
+    assert not _testing.rows16_available(int(T.Q6_K))
+    _testing.set_cpu_isa("scalar")
+    assert not _testing.rows16_available(int(T.Q8_0))
 
 
 # (4) quantize -> dequantize round trip
@@ -252,9 +252,9 @@ RMSE_BOUND = {T.F32: 0.0, T.F16: 5e-4, T.BF16: 4e-3, T.Q8_0: 8e-3, T.Q8_K: 8e-3,
 @pytest.mark.parametrize("t", QUANTIZABLE)
 def test_round_trip_error(t):
     x = np.random.default_rng(11).standard_normal(256 * 16).astype(np.float32)
-    q = _core.quantize_row(int(t), x)
+    q = _testing.quantize_row(int(t), x)
     assert len(q) == row_bytes(t, len(x))
-    y = _core.dequantize_row(int(t), q, len(x))
+    y = _testing.dequantize_row(int(t), q, len(x))
     rmse = float(np.sqrt(np.mean((x - y) ** 2)))
     assert rmse <= RMSE_BOUND[t], (t.name, rmse)
 
@@ -263,7 +263,7 @@ def test_k_quants_beat_legacy_of_same_width():
     x = np.random.default_rng(12).standard_normal(256 * 16).astype(np.float32)
 
     def rmse(t):
-        return float(np.sqrt(np.mean((x - _core.dequantize_row(int(t), _core.quantize_row(int(t), x), len(x))) ** 2)))
+        return float(np.sqrt(np.mean((x - _testing.dequantize_row(int(t), _testing.quantize_row(int(t), x), len(x))) ** 2)))
 
     assert rmse(T.Q4_K) < rmse(T.Q4_0)
     assert rmse(T.Q5_K) < rmse(T.Q5_0)
@@ -274,7 +274,7 @@ def test_k_quant_handles_constant_and_zero_rows():
     for t in (T.Q4_K, T.Q5_K, T.Q6_K, T.Q8_K, T.Q8_0, T.Q4_0, T.Q5_0):
         for v in (0.0, 1.5, -2.0):
             x = np.full(256, v, dtype=np.float32)
-            y = _core.dequantize_row(int(t), _core.quantize_row(int(t), x), 256)
+            y = _testing.dequantize_row(int(t), _testing.quantize_row(int(t), x), 256)
             assert np.all(np.isfinite(y))
             assert np.max(np.abs(y - x)) <= 0.05 * abs(v) + 1e-6, (t.name, v)
 
@@ -283,32 +283,32 @@ def test_k_quant_handles_constant_and_zero_rows():
 def test_bad_arguments_raise():
     x = np.zeros(100, dtype=np.float32)
     with pytest.raises(specgen.InvalidParameterError):
-        _core.quantize_row(int(T.Q8_0), x)  # not a multiple of 32
+        _testing.quantize_row(int(T.Q8_0), x)  # not a multiple of 32
     with pytest.raises(ValueError):
-        _core.dequantize_row(int(T.Q4_K), np.zeros(143, dtype=np.uint8), 256)
+        _testing.dequantize_row(int(T.Q4_K), np.zeros(143, dtype=np.uint8), 256)
     with pytest.raises(ValueError):
-        _core.dequantize_row(999, np.zeros(4, dtype=np.uint8), 1)
+        _testing.dequantize_row(999, np.zeros(4, dtype=np.uint8), 1)
     w = np.zeros(34, dtype=np.uint8)
     with pytest.raises(ValueError):
-        _core.vec_dot(int(T.Q8_0), 32, w, np.zeros(33, dtype=np.uint8))
+        _testing.vec_dot(int(T.Q8_0), 32, w, np.zeros(33, dtype=np.uint8))
     with pytest.raises(ValueError):
-        _core.vec_dot(int(T.Q8_0), 64, w, w)
+        _testing.vec_dot(int(T.Q8_0), 64, w, w)
     with pytest.raises(ValueError):
-        _core.matmul_rows(int(T.Q8_0), np.zeros(68, dtype=np.uint8), 3, 32, w, 1)
+        _testing.matmul_rows(int(T.Q8_0), np.zeros(68, dtype=np.uint8), 3, 32, w, 1)
     with pytest.raises(specgen.SpecgenNotImplementedError):
-        _core.quantize_row(int(T.Q4_1), np.zeros(32, dtype=np.float32))
+        _testing.quantize_row(int(T.Q4_1), np.zeros(32, dtype=np.float32))
     with pytest.raises(ValueError):
-        _core.set_cpu_isa("amx")
+        _testing.set_cpu_isa("amx")
 
 
 def test_isa_selection():
-    assert _core.best_cpu_isa() in ALL_ISAS
+    assert _testing.best_cpu_isa() in ALL_ISAS
     for isa in supported_isas():
-        _core.set_cpu_isa(isa)
-        assert _core.active_cpu_isa() == isa
+        _testing.set_cpu_isa(isa)
+        assert _testing.active_cpu_isa() == isa
     for isa in ALL_ISAS[len(supported_isas()):]:
         with pytest.raises(ValueError):
-            _core.set_cpu_isa(isa)
+            _testing.set_cpu_isa(isa)
 
 
 # (6) the SIMD activation quantizers (Q8_0, Q8_K) write the scalar reference's bytes, every input
@@ -322,10 +322,10 @@ TIES = np.array([2.5, -2.5, -3.5, 0.5, -0.5, 1.5, 64.5, -64.5, 126.5, -126.5, 0.
 def scalar_and_isa(t, x, isa):
     if isa not in supported_isas():
         pytest.skip(f"{isa} not supported here")
-    _core.set_cpu_isa("scalar")
-    ref = _core.quantize_row(int(t), x)
-    _core.set_cpu_isa(isa)
-    return ref, _core.quantize_row(int(t), x)
+    _testing.set_cpu_isa("scalar")
+    ref = _testing.quantize_row(int(t), x)
+    _testing.set_cpu_isa(isa)
+    return ref, _testing.quantize_row(int(t), x)
 
 
 def tie_row(t, n_blocks, rng):

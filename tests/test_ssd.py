@@ -21,7 +21,7 @@ import pytest
 
 import specgen
 import specgen.verify as sv
-from specgen import _core
+from specgen import _testing
 from specgen.errors import InvalidParameterError
 
 from sampling_fit import first_tokens_fit
@@ -46,25 +46,25 @@ def _ssd(model_path, **kw):
 # 1. Saguaro reweighting
 def test_saguaro_reweight_definition():
     ids, probs = [3, 1, 7, 2], [0.1, 0.4, 0.3, 0.2]
-    out_ids, out_p = _core.saguaro_reweight(ids, probs, 2, 0.5)
+    out_ids, out_p = _testing.saguaro_reweight(ids, probs, 2, 0.5)
     q = dict(zip(out_ids, out_p))
     # top-2 are ids 1 (0.4) and 7 (0.3): weight 0.5, total 0.5*0.7 + 0.3 = 0.65
     assert q[1] == pytest.approx(0.2 / 0.65, rel=1e-6) and q[7] == pytest.approx(0.15 / 0.65, rel=1e-6)
     assert q[3] == pytest.approx(0.1 / 0.65, rel=1e-6) and q[2] == pytest.approx(0.2 / 0.65, rel=1e-6)
     # C = 1 is the identity; C = 0 removes the top-F; C = 0 covering the support keeps q
-    assert _core.saguaro_reweight(ids, probs, 2, 1.0) == (ids, pytest.approx(probs))
-    ids0, p0 = _core.saguaro_reweight(ids, probs, 2, 0.0)
+    assert _testing.saguaro_reweight(ids, probs, 2, 1.0) == (ids, pytest.approx(probs))
+    ids0, p0 = _testing.saguaro_reweight(ids, probs, 2, 0.0)
     assert sorted(ids0) == [2, 3] and sum(p0) == pytest.approx(1.0)
-    assert _core.saguaro_reweight([5], [1.0], 1, 0.0) == ([5], [1.0])
+    assert _testing.saguaro_reweight([5], [1.0], 1, 0.0) == ([5], [1.0])
     with pytest.raises(Exception):
-        _core.saguaro_reweight(ids, probs, 2, 1.5)
+        _testing.saguaro_reweight(ids, probs, 2, 1.5)
 
 
 def _reweight_tree(Q, f, c):
     out = np.zeros_like(Q)
     for i, row in enumerate(Q):
         ids = [int(t) for t in np.nonzero(row)[0]]
-        rid, rp = _core.saguaro_reweight(ids, [float(row[t]) for t in ids], f, c)
+        rid, rp = _testing.saguaro_reweight(ids, [float(row[t]) for t in ids], f, c)
         out[i, rid] = rp
     return out
 

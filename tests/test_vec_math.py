@@ -4,7 +4,7 @@ the scalar reference whatever the row length and split (batch and thread-count i
 import numpy as np
 import pytest
 
-from specgen import _core
+from specgen import _testing
 
 ALL_ISAS = ["scalar", "avx2", "avx512"]
 EXP_LO, EXP_HI = np.float32(-87.3365447504), np.float32(88.3762626647949)  # kExpLo, kExpHi
@@ -24,13 +24,13 @@ GELU_MAX_ULP = 16.0
 
 
 def supported_isas():
-    return ALL_ISAS[: ALL_ISAS.index(_core.best_cpu_isa()) + 1]
+    return ALL_ISAS[: ALL_ISAS.index(_testing.best_cpu_isa()) + 1]
 
 
 @pytest.fixture(autouse=True)
 def restore_isa():
     yield
-    _core.set_cpu_isa(_core.best_cpu_isa())
+    _testing.set_cpu_isa(_testing.best_cpu_isa())
 
 
 def ulps(approx, exact):
@@ -53,25 +53,25 @@ def gelu64(g):
 
 def test_exp_accuracy():
     x = np.concatenate([grid(-90, 90, 4_000_001), grid(-1, 1, 1_000_001, seed=1)])
-    a = _core.vec_exp(x)
+    a = _testing.vec_exp(x)
     e = np.exp(x.astype(np.float64))
     inside = (x >= EXP_LO) & (x <= EXP_HI)
     u = ulps(a[inside], e[inside])
     assert u.max() <= EXP_MAX_ULP, (u.max(), x[inside][u.argmax()])
     # Below kExpLo (subnormal results) exactly 0; above kExpHi the clamp's value, finite.
     assert np.all(a[x < EXP_LO] == 0)
-    assert np.all(a[x > EXP_HI] == _core.vec_exp(np.float32([EXP_HI]))[0]) and np.isfinite(a).all()
+    assert np.all(a[x > EXP_HI] == _testing.vec_exp(np.float32([EXP_HI]))[0]) and np.isfinite(a).all()
     # Consecutive floats around 0 and the clamp bounds.
     edges = np.array([0.0, -0.0, 1e-30, -1e-30, np.nextafter(EXP_HI, np.float32(0)), EXP_HI,
                       np.nextafter(EXP_LO, np.float32(0)), EXP_LO], dtype=np.float32)
-    a = _core.vec_exp(edges)
+    a = _testing.vec_exp(edges)
     assert a[0] == a[1] == 1.0 and a[2] == a[3] == 1.0
     assert np.all(ulps(a[4:], np.exp(edges[4:].astype(np.float64))) <= EXP_MAX_ULP)
 
 
 def test_exp_special_values():
     x = np.array([-np.inf, np.inf, np.nan, -1e30, 1e30, -200.0, 200.0], dtype=np.float32)
-    a = _core.vec_exp(x)
+    a = _testing.vec_exp(x)
     assert a[0] == 0 and a[3] == 0 and a[5] == 0
     assert np.isfinite(a[1]) and a[1] == a[4] == a[6] > 1e38
     assert np.isnan(a[2])
@@ -81,22 +81,22 @@ def test_tanh_accuracy():
     x = grid(-12, 12, 2_000_001)
     tiny = np.logspace(-30, 0, 100_001).astype(np.float32)
     x = np.concatenate([x, tiny, -tiny, np.float32([0.625, -0.625, np.nextafter(np.float32(0.625), np.float32(0))])])
-    a = _core.vec_tanh(x)
+    a = _testing.vec_tanh(x)
     u = ulps(a, np.tanh(x.astype(np.float64)))
     assert u.max() <= TANH_MAX_ULP, (u.max(), x[u.argmax()])
     # Odd, within [-1, 1], exactly +-1 once saturated, no NaN for huge inputs.
-    assert np.array_equal(_core.vec_tanh(-x), -a)
+    assert np.array_equal(_testing.vec_tanh(-x), -a)
     assert np.abs(a).max() <= 1.0
     big = np.float32([9.02, 20.0, 1e10, np.inf, -9.02, -1e30, -np.inf])
-    assert np.array_equal(_core.vec_tanh(big), np.sign(big))
+    assert np.array_equal(_testing.vec_tanh(big), np.sign(big))
 
 
 def test_softcap_is_c_tanh_x_over_c():
     """The final-logit soft-cap shared by the full head and NanoSpec's head over S."""
     x = grid(-400, 400, 200_001)
     c = np.float32(30.0)
-    got = _core.vec_softcap(x, float(c))
-    want = c * _core.vec_tanh((x / c).astype(np.float32))  # the same float steps
+    got = _testing.vec_softcap(x, float(c))
+    want = c * _testing.vec_tanh((x / c).astype(np.float32))  # the same float steps
     assert np.array_equal(got, want)
     assert np.abs(got - 30.0 * np.tanh(x.astype(np.float64) / 30.0)).max() <= 30.0 * 1e-6
     assert np.abs(got).max() <= 30.0
@@ -104,7 +104,7 @@ def test_softcap_is_c_tanh_x_over_c():
 
 def test_gelu_accuracy():
     g = grid(-20, 20, 4_000_001)
-    a = _core.vec_gelu_mul(g, np.ones_like(g))
+    a = _testing.vec_gelu_mul(g, np.ones_like(g))
     e = gelu64(g)
     main = g >= -3
     u = ulps(a[main], e[main])
@@ -116,28 +116,28 @@ def test_gelu_accuracy():
     assert np.all(np.abs(a[g < -3] - e[g < -3]) <= np.maximum(1e-4 * np.abs(e[g < -3]), 1e-36))
     # Large positive inputs pass through, large negative ones give (signed) ~0, nothing overflows.
     big = np.float32([30.0, 1e10, 1e30, -30.0, -1e10, -1e30])
-    b = _core.vec_gelu_mul(big, np.ones_like(big))
+    b = _testing.vec_gelu_mul(big, np.ones_like(big))
     assert np.array_equal(b[:3], big[:3]) and np.all(np.abs(b[3:]) < 1e-30)
     # times up
     up = np.random.default_rng(2).standard_normal(g.size).astype(np.float32)
-    assert np.array_equal(_core.vec_gelu_mul(g, up), a * up)
+    assert np.array_equal(_testing.vec_gelu_mul(g, up), a * up)
 
 
 def test_silu_accuracy():
     g = grid(-20, 20, 4_000_001)
-    a = _core.vec_silu_mul(g, np.ones_like(g))
+    a = _testing.vec_silu_mul(g, np.ones_like(g))
     g64 = g.astype(np.float64)
     u = ulps(a, g64 / (1.0 + np.exp(-g64)))
     assert u.max() <= SILU_MAX_ULP, (u.max(), g[u.argmax()])
     big = np.float32([100.0, 1e30, -100.0, -1e30])
-    b = _core.vec_silu_mul(big, np.ones_like(big))
+    b = _testing.vec_silu_mul(big, np.ones_like(big))
     assert np.array_equal(b[:2], big[:2]) and np.all(np.abs(b[2:]) < 1e-30) and np.isfinite(b).all()
 
 
 def _exp_sub_sum_reference(x, sub):
     """The documented order: 8 partial sums over whole groups of 8, combined pairwise, then the rest."""
-    _core.set_cpu_isa("scalar")
-    e = _core.vec_exp((x - np.float32(sub)).astype(np.float32))
+    _testing.set_cpu_isa("scalar")
+    e = _testing.vec_exp((x - np.float32(sub)).astype(np.float32))
     n8 = len(e) // 8 * 8
     acc = [np.float32(0)] * 8
     for i in range(0, n8, 8):
@@ -156,8 +156,8 @@ def test_exp_sub_sum_order_and_isas(n):
     sub = float(x.max()) if n else 0.0
     e_ref, s_ref = _exp_sub_sum_reference(x, sub)
     for isa in supported_isas():
-        _core.set_cpu_isa(isa)
-        e, s = _core.vec_exp_sub_sum(x, sub)
+        _testing.set_cpu_isa(isa)
+        e, s = _testing.vec_exp_sub_sum(x, sub)
         assert e.tobytes() == e_ref.tobytes(), isa
         assert np.float32(s).tobytes() == s_ref.tobytes(), (isa, s, s_ref)
     if n:
@@ -170,19 +170,19 @@ def _kernels():
                         np.float32([0, -0.0, np.inf, -np.inf, 1e-40, -1e-40, EXP_LO, EXP_HI, 0.625, -0.625])])
     up = rng.standard_normal(x.size).astype(np.float32)
     return {
-        "exp": lambda a, b: _core.vec_exp(a),
-        "tanh": lambda a, b: _core.vec_tanh(a),
-        "gelu_mul": _core.vec_gelu_mul,
-        "silu_mul": _core.vec_silu_mul,
+        "exp": lambda a, b: _testing.vec_exp(a),
+        "tanh": lambda a, b: _testing.vec_tanh(a),
+        "gelu_mul": _testing.vec_gelu_mul,
+        "silu_mul": _testing.vec_silu_mul,
     }, x, up
 
 
 def test_simd_bit_identical_to_scalar():
     kernels, x, up = _kernels()
-    _core.set_cpu_isa("scalar")
+    _testing.set_cpu_isa("scalar")
     ref = {k: f(x, up) for k, f in kernels.items()}
     for isa in supported_isas()[1:]:
-        _core.set_cpu_isa(isa)
+        _testing.set_cpu_isa(isa)
         for k, f in kernels.items():
             got = f(x, up)
             diff = np.flatnonzero(got.view(np.uint32) != ref[k].view(np.uint32))
@@ -194,7 +194,7 @@ def test_result_independent_of_split(isa):
     """An element's bits do not depend on the row length or where a chunk starts (thread split)."""
     if isa not in supported_isas():
         pytest.skip(f"{isa} not supported here")
-    _core.set_cpu_isa(isa)
+    _testing.set_cpu_isa(isa)
     kernels, x, up = _kernels()
     x, up = x[:1000], up[:1000]
     for k, f in kernels.items():
@@ -227,8 +227,8 @@ def test_dot_rows_order_on_every_isa(n, n_keys):
     K = rng.standard_normal((n_keys, n)).astype(np.float32)
     ref = np.float32([_dot8_reference(q, K[j]) for j in range(n_keys)])
     for isa in supported_isas():
-        _core.set_cpu_isa(isa)
-        got = _core.vec_dot_rows(q, K.reshape(-1), n_keys)
+        _testing.set_cpu_isa(isa)
+        got = _testing.vec_dot_rows(q, K.reshape(-1), n_keys)
         assert got.tobytes() == ref.tobytes(), (isa, got, ref)
 
 
@@ -241,8 +241,8 @@ def test_weighted_sum_rows_in_row_order_on_every_isa(n, n_rows):
     for j in range(n_rows):
         ref = (ref + (w[j] * V[j]).astype(np.float32)).astype(np.float32)
     for isa in supported_isas():
-        _core.set_cpu_isa(isa)
-        got = _core.vec_weighted_sum_rows(w, V.reshape(-1), n)
+        _testing.set_cpu_isa(isa)
+        got = _testing.vec_weighted_sum_rows(w, V.reshape(-1), n)
         assert got.tobytes() == ref.tobytes(), isa
 
 
@@ -258,14 +258,14 @@ def test_argmax_finite_first_maximum_on_every_isa(n):
         zeros[[n // 2, 2]] = [0.0, -0.0]  # -0 == +0: the lower index
         cases += [tie, zeros, np.full(n, -np.inf, np.float32)]
     for isa in supported_isas():
-        _core.set_cpu_isa(isa)
+        _testing.set_cpu_isa(isa)
         for c in cases:
             expect = int(np.flatnonzero(c == c.max())[0])
-            assert _core.vec_argmax_finite(c) == expect, isa
+            assert _testing.vec_argmax_finite(c) == expect, isa
         for bad in (np.nan, np.inf):
             y = x.copy()
             y[n - 1] = bad
-            assert _core.vec_argmax_finite(y) == -1, (isa, bad)
+            assert _testing.vec_argmax_finite(y) == -1, (isa, bad)
 
 
 @pytest.mark.parametrize("n,k", [(1, 1), (7, 3), (16, 16), (17, 16), (33, 5), (5000, 16), (262144, 16)])
@@ -283,12 +283,12 @@ def test_top_k_equals_the_scalar_order_on_every_isa(n, k):
         holes[[1, n // 2, n - 1]] = [np.nan, -np.inf, np.nan]  # a NaN before and after the first k
         cases += [ties, holes]
     for isa in supported_isas():
-        _core.set_cpu_isa(isa)
+        _testing.set_cpu_isa(isa)
         for c in cases:
-            got = _core.top_ids(c, k)
+            got = _testing.top_ids(c, k)
             finite = np.where(np.isnan(c), -np.inf, c)
             if not np.isnan(c[:k]).any():  # NaN past the first k never enters: numpy's stable order
                 assert got == [int(i) for i in np.argsort(-finite, kind="stable")[:k]], isa
-            _core.set_cpu_isa("scalar")
-            assert got == _core.top_ids(c, k), isa
-            _core.set_cpu_isa(isa)
+            _testing.set_cpu_isa("scalar")
+            assert got == _testing.top_ids(c, k), isa
+            _testing.set_cpu_isa(isa)

@@ -14,7 +14,7 @@ import time
 import gguf
 import numpy as np
 
-from specgen import _core
+from specgen import _testing
 
 TOKENS = (1, 2, 4, 8, 16)
 DEFAULT = ["token_embd.weight", "blk.0.ffn_gate.weight", "blk.0.attn_q.weight", "blk.0.attn_output.weight",
@@ -44,11 +44,11 @@ def main(argv):
         raw = np.ascontiguousarray(np.asarray(t.data).reshape(-1).view(np.uint8))
         W = raw[: n_rows * (raw.size // int(t.shape[1]))]
         vdt = Q8_0 if wt in (2, 6, 8) else 15  # legacy types take Q8_0 activations, K-quants Q8_K
-        x = _core.quantize_row(vdt, rng.standard_normal(n_cols).astype(np.float32))
-        kernels = [("gguf", lambda X, nt: _core.matmul_rows(wt, W, n_rows, n_cols, X, nt))]
-        if _core.rows16_available(wt):
-            P = _core.rows16_pack(wt, W, n_rows, n_cols)
-            kernels.append(("rows16", lambda X, nt: _core.matmul_rows16(wt, P, n_rows, n_cols, X, nt)))
+        x = _testing.quantize_row(vdt, rng.standard_normal(n_cols).astype(np.float32))
+        kernels = [("gguf", lambda X, nt: _testing.matmul_rows(wt, W, n_rows, n_cols, X, nt))]
+        if _testing.rows16_available(wt):
+            P = _testing.rows16_pack(wt, W, n_rows, n_cols)
+            kernels.append(("rows16", lambda X, nt: _testing.matmul_rows16(wt, P, n_rows, n_cols, X, nt)))
         for label, run in kernels:
             cells = []
             for nt in TOKENS:

@@ -88,7 +88,7 @@ std::string describe_speculation(const generator_params& g) {
     return s;
 }
 
-void print_stats(const generation& gen, double load_ms, uint64_t seed) {
+void print_stats(const request& gen, double load_ms, uint64_t seed) {
     const generation_stats& s = gen.stats();
     const double p_ms = s.prefill_seconds * 1e3, e_ms = s.decode_seconds * 1e3;
     auto per_tok = [](double ms, int64_t n) { return n > 0 ? ms / double(n) : 0.0; };
@@ -188,7 +188,7 @@ int run(int argc, char** argv) {
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const std::vector<int32_t> tokens = g.tok().encode(prompt, true, true);
     std::signal(SIGINT, on_sigint);
-    std::unique_ptr<generation> gen = g.start(tokens, run);
+    std::unique_ptr<request> gen = g.start(tokens, run);
     // Printed once the request is accepted, so that a load or prompt error stays the only line on stderr.
     if (!o.log_disable) {
         std::fprintf(stderr, "specgen: model %s (%s, %d layers, n_vocab %d), n_ctx %d, threads %d\n", gp.model_path.c_str(),

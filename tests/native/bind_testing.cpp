@@ -1,6 +1,9 @@
-// specgen._testing: native helpers of the test suite (tests/native/verify_testing.h), a separate
-// extension so that test-only code (the lossy block rule, the Monte Carlo driver) stays out of the
-// library and of specgen._core.
+// specgen._testing: native helpers of the test suite, a separate extension so that test-only code stays
+// out of the library and of specgen._core: the lossy block rule and the Monte Carlo driver
+// (verify_testing.h), the kernels under a chosen ISA (bind_kernels.cpp), NanoSpec's set and other
+// speculation internals (bind_speculative.cpp), the batched forward (bind_batch.cpp). It links its own
+// copy of the library: objects of specgen._core (a Generator) may be passed in, but state such as the
+// kernel ISA is this module's own.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +14,8 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "python/bindings.h"
+#include "testing_bindings.h"
 #include "verify_testing.h"
 
 namespace nb = nanobind;
@@ -20,6 +25,11 @@ using f32_2d = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::c
 
 NB_MODULE(_testing, m) {
     m.doc() = "specgen test helpers (tests/native): not part of the library";
+    specgen::python::bind_errors(m);
+    specgen::python::bind_quant(m);
+    testing::bind_kernels(m);
+    testing::bind_speculative(m);
+    testing::bind_batch(m);
     m.def(
         "verify_simulate",
         [](const std::string& method, int32_t gamma, f32_2d p_tree, f32_2d q_tree, int64_t n_draws, uint64_t seed) {

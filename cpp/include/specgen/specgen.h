@@ -136,7 +136,7 @@ typedef struct specgen_generator_params {
     int32_t nanospec_capacity;     /* NanoSpec vocabulary capacity, [16, 1048576]; default 3072 */
     int32_t nanospec_topk;         /* target top-k ids added to it per row, [1, 64]; default 16 */
     int32_t frspec;                /* FR-Spec baseline: draft head over the N most frequent tokens; 0 off */
-    const char * frspec_path;      /* token frequency table (required when frspec > 0); also ranks NanoSpec's prompt seed when it fits the vocabulary (NULL: the full head seeds); copied */
+    const char * frspec_path;      /* token frequency table: FR-Spec's ids (required when frspec > 0; NanoSpec's prompt seed ranks the vocabulary itself); copied */
     bool ssd;                      /* Saguaro: draft concurrently with verification (needs SELF or MODEL; nanospec/frspec apply) */
     int32_t ssd_fanout;            /* SSD: bonus candidates per outcome (F, or F_0 when geometric), [1, 64]; default 4 */
     specgen_ssd_schedule ssd_fanout_schedule; /* default SPECGEN_SSD_SCHEDULE_UNIFORM */

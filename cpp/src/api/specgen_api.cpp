@@ -27,7 +27,7 @@ struct specgen_generator {
 };
 
 struct specgen_request {
-    std::unique_ptr<specgen::generation> gen;
+    std::unique_ptr<specgen::request> gen;
     uint64_t seed = 0;
     std::string unread;  // text taken from the engine, not yet copied out (a small buffer)
 };
@@ -81,7 +81,7 @@ specgen_finish_reason to_c(specgen::finish_reason r) {
     }
 }
 
-void fill_stats(const specgen::generation& g, uint64_t seed, specgen_stats* out) {
+void fill_stats(const specgen::request& g, uint64_t seed, specgen_stats* out) {
     const specgen::generation_stats& s = g.stats();
     out->finish_reason = to_c(g.reason());
     out->seed = seed;
@@ -122,9 +122,9 @@ specgen::generate_params to_engine(const specgen_generate_params& p, uint64_t se
 specgen_status run_generation(specgen_generator* gen, const std::vector<int32_t>& prompt,
                               const specgen_generate_params& p, uint64_t seed, specgen_piece_callback on_piece,
                               void* user, specgen_stats* stats) {
-    std::unique_ptr<specgen::generation> g = gen->gen->start(prompt, to_engine(p, seed));
-    struct canceller {  // a generation left by an exception must not stay live on the generator
-        specgen::generation& g;
+    std::unique_ptr<specgen::request> g = gen->gen->start(prompt, to_engine(p, seed));
+    struct canceller {  // a request left by an exception must not stay live on the generator
+        specgen::request& g;
         ~canceller() { g.cancel(); }
     } end_on_exit{*g};
     bool cancelled = false;

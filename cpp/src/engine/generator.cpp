@@ -6,10 +6,11 @@
 #include <thread>
 
 #include "common/error.h"
-#include "gguf/gguf_reader.h"
 #include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "gguf/gguf_reader.h"
 #include "model/kv_cache.h"
-#include "speculative/draft_vocab.h"
+#include "speculative/target_head.h"
 
 namespace specgen {
 
@@ -44,18 +45,17 @@ generator::generator(const generator_params& params) : params_(params), verifier
                                         kv_ggml(params_.type_v));
     cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     verifier_ = verifier(model_->hp().n_vocab);
-    seed_vocab_ = make_seed_vocab(params_, *model_, *tokenizer_);
+    head_ = make_target_head(params_, *eval_, *backend_, *tokenizer_);
     const char* check = std::getenv("SPECGEN_CHECK_REUSE");
-    check_reuse_ = check && *check && std::string(check) != "0";
-    sched_ = std::make_shared<scheduler>(*this);  // builds one speculator per slot, starts the engine thread
+    const bool check_reuse = check && *check && std::string(check) != "0";
+    target_ = std::make_unique<loaded_target>(
+        loaded_target{params_, *model_, *tokenizer_, *backend_, *eval_, *cache_, verifier_, *head_, check_reuse});
+    sched_ = std::make_shared<scheduler>(*target_);  // builds one speculator per slot, starts the engine thread
 }
 
 generator::~generator() { sched_->shutdown(); }
 
-std::vector<int32_t> generator::seed_ids() const {
-    if (!seed_vocab_) return {};
-    return std::vector<int32_t>(seed_vocab_->ids(), seed_vocab_->ids() + seed_vocab_->size());
-}
+std::vector<int32_t> generator::seed_ids() const { return head_->seed_ids(); }
 
 int generator::n_free_slots() const { return sched_->n_free_slots(); }
 int generator::n_waiting() const { return sched_->n_waiting(); }
@@ -82,11 +82,12 @@ std::vector<float> generator::logits(const std::vector<int32_t>& tokens, int bat
     return out;
 }
 
-std::unique_ptr<generation> generator::start(const std::vector<int32_t>& prompt, const generate_params& params) {
+std::unique_ptr<request> generator::start(const std::vector<int32_t>& prompt, const generate_params& params) {
     params.validate();
-    auto g = std::make_unique<generation>(*this, prompt, params);  // checks the prompt
-    sched_->submit(g.get());
-    return g;
+    auto s = std::make_unique<sequence>(*target_, prompt, params);  // checks the prompt
+    auto r = std::make_unique<request>(sched_, *s);
+    sched_->submit(r.get(), std::move(s));
+    return r;
 }
 
 }  // namespace specgen

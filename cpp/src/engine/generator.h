@@ -1,13 +1,14 @@
 // The generator: a loaded target model (plus the speculators of its slots) that serves requests.
 //
-// A request is a `generation` (engine/request.h). The generator's scheduler (engine/scheduler.h)
-// decodes up to n_parallel of them together: one engine thread runs steps, each one batched target
-// forward over every active sequence's rows; plain decoding is a round with gamma = 0, speculative
-// decoding drafts up to gamma tokens per sequence and verifies them in the same forward
-// (docs/ALGORITHMS.md sections 1-2 and 7). All speculation goes through one speculator per slot
-// (speculative/speculator.h): the engine never knows which drafter, vocabulary or SSD runs.
+// start() returns a request (engine/request.h: what readers see); the engine runs its sequence
+// (engine/sequence.h: the round state). The generator's scheduler (engine/scheduler.h) decodes up to
+// n_parallel of them together: one engine thread runs steps, each one batched target forward over
+// every active sequence's rows; plain decoding is a round with gamma = 0, speculative decoding drafts
+// up to gamma tokens per sequence and verifies them in the same forward (docs/ALGORITHMS.md sections
+// 1-2 and 7). All speculation goes through one speculator per slot (speculative/speculator.h): the
+// engine never knows which drafter, vocabulary or SSD runs.
 //
-// Threads: any thread may call start() and logits() and read or cancel any generation; concurrent
+// Threads: any thread may call start() and logits() and read or cancel any request; concurrent
 // requests are batched, not serialised (scheduler.h states the queue rule).
 #pragma once
 #include <atomic>
@@ -20,14 +21,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/loaded_target.h"
 #include "engine/logprobs.h"
-#include "engine/request.h"
 #include "engine/params.h"
+#include "engine/request.h"
 #include "engine/stats.h"
-#include "engine/text_stream.h"
 #include "model/model.h"
-#include "speculative/draft_vocab.h"
-#include "speculative/speculator.h"
 #include "speculative/verify/verify.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,6 +34,7 @@ namespace specgen {
 
 class gguf_file;
 class scheduler;
+class target_head;
 
 class generator {
 public:
@@ -44,7 +44,8 @@ public:
     const generator_params& params() const { return params_; }
     const model& target() const { return *model_; }
     const tokenizer& tok() const { return *tokenizer_; }
-    // The ids NanoSpec's prompt seed ranks its top-k over (empty: every id; seed_vocab_).
+    // The ids the head service ranks its top-k over (NanoSpec's prompt seed; empty: every id;
+    // speculative/target_head.h).
     std::vector<int32_t> seed_ids() const;
     const gguf_file& file() const { return *file_; }
     int32_t n_ctx() const { return params_.n_ctx; }
@@ -59,14 +60,12 @@ public:
     // forward passes of batch_size tokens (results do not depend on it: batch invariance).
     std::vector<float> logits(const std::vector<int32_t>& tokens, int batch_size = 128);
 
-    // Submits a request; the engine prefills and decodes it (read it with generation::step()). It
+    // Submits a request; the engine prefills and decodes it (read it with request::step()). It
     // waits for a slot in the queue (engine/scheduler.h). Throws context_overflow_error when the
     // prompt does not fit, queue_full_error when every slot is busy and the queue is full.
-    std::unique_ptr<generation> start(const std::vector<int32_t>& prompt, const generate_params& params);
+    std::unique_ptr<request> start(const std::vector<int32_t>& prompt, const generate_params& params);
 
 private:
-    friend class generation;
-    friend class scheduler;
     generator_params params_;
     std::shared_ptr<const gguf_file> file_;
     std::unique_ptr<model> model_;
@@ -75,9 +74,8 @@ private:
     std::unique_ptr<evaluator> eval_;
     std::unique_ptr<kv_cache> cache_;
     verifier verifier_;
-    // NanoSpec's prompt seed head over ids ranked from the vocabulary (null: the full head; speculative/draft_vocab.h).
-    std::unique_ptr<draft_vocab> seed_vocab_;
-    bool check_reuse_ = false;  // $SPECGEN_CHECK_REUSE: recompute every shortcut row (generation::check_reused_rows)
+    std::unique_ptr<target_head> head_;  // the speculators' head service
+    std::unique_ptr<loaded_target> target_;  // the parts above, lent to the engine
     std::shared_ptr<scheduler> sched_;  // last: its engine thread uses everything above
 };
 

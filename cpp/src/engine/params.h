@@ -70,7 +70,6 @@ struct generator_params {
     int32_t nanospec_topk = 16;   // target top-k ids added to S per prefill/verified row (paper: 3; 16 measured faster)
     int32_t frspec = 0;           // FR-Spec baseline: draft head over the N most frequent tokens
     std::string frspec_path;      // token frequency table (tools/build_frspec_table.py): FR-Spec's ids (needed when frspec > 0)
-                                  // and NanoSpec's prompt seed (speculative/draft_vocab.h; when it fits the vocabulary)
     // Self drafter over all layers: verification reuses the drafter's hidden states (the target's own)
     // and only runs the head over them. false forces the full verification forward (tests, benchmarks).
     bool reuse_draft_hidden = true;

@@ -10,7 +10,11 @@
 // rows left -- then one head pass over the decoding rows, and each sequence verifies and commits its
 // own rows. Kernels are batch-invariant, so a sequence's tokens do not depend on its neighbours.
 //
-// Threads: submit(), cancel() and the readers of a generation may be called from any thread; they
+// Requests come as two objects (engine/request.h): the sequence, which the scheduler owns from
+// submit() to its release and runs on the engine thread, and the reader handle, into which it
+// publishes each step's results under its lock.
+//
+// Threads: submit(), cancel() and the readers of a request may be called from any thread; they
 // block on the scheduler's lock and condition variables only (the bindings release the GIL). A full
 // waiting queue (max_queued requests beyond the free slots) refuses a request with queue_full_error.
 // Every request, streamed or not, waits its turn: one only ends when it finishes or its own caller
@@ -25,23 +29,28 @@
 #include <vector>
 
 #include "engine/draft_policy.h"
+#include "engine/loaded_target.h"
 #include "engine/slot.h"
 #include "model/batch.h"
+#include "speculative/speculator.h"
 
 namespace specgen {
 
-class generator;
-class generation;
+class request;
+class sequence;
 
 class scheduler {
 public:
-    explicit scheduler(generator& g);
+    // Builds one speculator per slot (speculator_factory) and starts the engine thread. `target`
+    // outlives the engine thread (shutdown()).
+    explicit scheduler(const loaded_target& target);
     ~scheduler();
 
-    // Queues r (admitted between steps). Throws queue_full_error.
-    void submit(generation* r);
+    // Queues s with its reader handle r (admitted between steps). Throws queue_full_error (r is then
+    // released and s dropped).
+    void submit(request* r, std::unique_ptr<sequence> s);
     // Asks the engine to end r and (wait) waits until it has released r.
-    void cancel(generation* r, bool wait = true);
+    void cancel(request* r, bool wait = true);
     // Ends every request ("cancelled") and stops the engine thread (the generator is going away).
     void shutdown();
 
@@ -51,7 +60,7 @@ public:
     int n_free_slots() const;
     int n_waiting() const;
 
-    // Reader side of a generation (request.cpp).
+    // Reader side of a request (request.cpp).
     std::mutex& mu() const { return mu_; }
     std::condition_variable& readers() { return readers_cv_; }
 
@@ -59,17 +68,18 @@ private:
     void loop();
     void end_cancelled();   // mu_ held
     void admit_waiting();   // mu_ held
-    void pick_slot(generation* r);
-    void run_step(const std::vector<generation*>& active);
-    void publish(const std::vector<generation*>& active, std::exception_ptr err);  // mu_ held
-    void release(generation* r);  // mu_ held
+    void pick_slot(sequence* s);
+    void run_step(const std::vector<sequence*>& active);
+    void publish(const std::vector<sequence*>& active, std::exception_ptr err);  // mu_ held
+    void release(sequence* s);  // mu_ held; s is gone after it
 
-    generator& g_;
+    const loaded_target& target_;
+    speculator_factory speculators_;   // before the slots: their speculators share what it loaded
     std::vector<slot> slots_;
     mutable std::mutex mu_;
     std::condition_variable engine_cv_, readers_cv_;
-    std::deque<generation*> waiting_;
-    std::vector<generation*> active_;  // admitted, in admission order
+    std::deque<std::unique_ptr<sequence>> waiting_;
+    std::vector<std::unique_ptr<sequence>> active_;  // admitted, in admission order
     bool stop_ = false;
     int64_t n_released_ = 0;  // the clock of slot::last_used
     std::thread thread_;
@@ -79,7 +89,7 @@ private:
     draft_policy policy_;
     // The step's scratch.
     batch batch_;
-    std::vector<float> hidden_, logits_, prefill_logits_;
+    std::vector<float> hidden_, logits_;
     std::vector<int> caps_;
 };
 

@@ -1,7 +1,8 @@
 // A slot: one sequence of the generator's KV cache (kv_cache sequence `index`) with the speculator
-// that runs in it. A request owns a slot from admission to its end (engine/scheduler.h); the slot
-// then keeps the tokens whose rows it holds, so the next request that starts with them reuses those
-// rows instead of prefilling them (prefix reuse, as llama.cpp's cache_prompt).
+// that runs in it. A request's sequence owns a slot from admission to its end (engine/scheduler.h);
+// the slot then keeps the tokens whose rows it holds, so the next request that starts with them reuses
+// those rows instead of prefilling them (prefix reuse, as llama.cpp's cache_prompt), and whatever its
+// speculator keeps of them (prefix_state, opaque here).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -12,22 +13,24 @@
 
 namespace specgen {
 
-class generation;
+class sequence;
 
 struct slot {
     int index = 0;
-    std::unique_ptr<speculator> spec;  // this sequence's own speculator (null: plain decoding)
-    // Tokens whose KV rows (every layer) rows 0..cached.size()-1 of the slot hold, and, when the
-    // speculator wants the prompt's top-k (NanoSpec), their top-k ids [cached_topk rows, k].
+    // What the speculator keeps of the cached rows between requests (null: nothing): before `spec`,
+    // which writes it until its end.
+    std::unique_ptr<prefix_state> prefix;
+    std::unique_ptr<speculator> spec;  // this slot's own speculator (null: plain decoding)
+    // Tokens whose KV rows (every layer) rows 0..cached.size()-1 of the slot hold.
     std::vector<int32_t> cached;
-    std::vector<int32_t> cached_topk;
-    // The rows after those (cached_seed_rows of them) whose top-k the last request never ran (an
-    // optional top-k its speculator never asked for): their hidden states [rows, n_embd], so the next
-    // request with this prefix can still seed S from them.
-    std::vector<float> cached_seed_hidden;
-    int cached_seed_rows = 0;
-    generation* owner = nullptr;       // the request running in it, or null (free)
+    sequence* owner = nullptr;         // the request running in it, or null (free)
     int64_t last_used = 0;             // when its last request ended (free slots: least recently used first)
+
+    // Of the first n cached rows (copied: another slot's rows copied in), how many a request admitted
+    // with n_sequences - 1 others may reuse.
+    int reusable_rows(int n, bool copied, int n_sequences) const {
+        return prefix ? prefix->reusable_rows(n, copied, n_sequences) : n;
+    }
 };
 
 // Longest common prefix of a and b, at most `limit` entries.

@@ -339,10 +339,4 @@ void evaluator::logits(const float* hidden, int n, float* out) {
     finish_logits(out, count);
 }
 
-void evaluator::logits_selected(const float* hidden, int n, const int32_t* ids, int n_ids, float* out) {
-    const size_t count = size_t(n) * n_ids;
-    be_.matmul_selected(m_.output(), ids, n_ids, hidden, n, logits_target(out, count));
-    finish_logits(out, count);
-}
-
 }  // namespace specgen

@@ -93,8 +93,6 @@ public:
     // logits[t, :] = head(hidden row t) over the full vocabulary.  hidden: backend memory [n, n_embd]
     // (from hidden()); out: host memory [n, n_vocab].
     void logits(const float* hidden, int n, float* out);
-    // logits over a subset of ids only (NanoSpec).  ids: host memory; out: host memory [n, n_ids]
-    void logits_selected(const float* hidden, int n, const int32_t* ids, int n_ids, float* out);
 
     const model& m() const { return m_; }
     backend& be() { return be_; }

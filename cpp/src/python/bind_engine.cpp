@@ -11,7 +11,6 @@
 #include "gguf/gguf_reader.h"
 #include "python/bindings.h"
 #include "quant/quant.h"
-#include "speculative/ssd/saguaro.h"
 
 namespace nb = nanobind;
 
@@ -27,22 +26,11 @@ void bind_engine(nb::module_& m) {
         return d;
     }, "What this build of the native core contains: {'cuda': bool, 'cpu_isa': str}.");
 
-    m.def(
-        "saguaro_reweight",
-        [](const std::vector<int32_t>& ids, const std::vector<float>& probs, int f, float c) {
-            token_dist q{ids, probs}, out;
-            saguaro_reweight(q, f, c, out);
-            return std::make_pair(out.ids, out.probs);
-        },
-        nb::arg("ids"), nb::arg("probs"), nb::arg("f"), nb::arg("c"),
-        "Saguaro sampling (docs/ALGORITHMS.md section 4.5): weight c on the f most probable tokens, renormalised. "
-        "Returns (ids, probs); the C++ function the SSD drafter samples from.");
-
-    nb::class_<generation>(m, "Generation")
-        .def("step", &generation::step, nb::call_guard<nb::gil_scoped_release>(),
+    nb::class_<request>(m, "Request", "One request on a Generator, as its readers see it (engine/request.h).")
+        .def("step", &request::step, nb::call_guard<nb::gil_scoped_release>(),
              "Waits for the engine's next step of this request; returns the text it made safe to show.")
         .def("next",
-             [](generation& g, double timeout_s) {
+             [](request& g, double timeout_s) {
                  bool ready = false;
                  std::string piece;
                  {
@@ -52,19 +40,19 @@ void bind_engine(nb::module_& m) {
                  return std::make_pair(ready, nb::bytes(piece.data(), piece.size()));
              },
              nb::arg("timeout_s"), "(ready, text bytes): as step(), waiting at most timeout_s seconds (< 0: forever).")
-        .def_prop_ro("seed", &generation::seed)
-        .def("cancel", &generation::cancel, nb::arg("wait") = true, nb::call_guard<nb::gil_scoped_release>(),
+        .def_prop_ro("seed", &request::seed)
+        .def("cancel", &request::cancel, nb::arg("wait") = true, nb::call_guard<nb::gil_scoped_release>(),
              "Ends it (finish_reason 'cancelled'); wait: until the engine has freed its slot.")
-        .def_prop_ro("done", &generation::done)
-        .def_prop_ro("finish_reason", [](const generation& g) { return std::string(finish_reason_name(g.reason())); })
-        .def_prop_ro("tokens", [](const generation& g) { return g.tokens(); })
-        .def_prop_ro("text", [](const generation& g) { return g.text(); })
-        .def("stats", [](const generation& g) {
+        .def_prop_ro("done", &request::done)
+        .def_prop_ro("finish_reason", [](const request& g) { return std::string(finish_reason_name(g.reason())); })
+        .def_prop_ro("tokens", [](const request& g) { return g.tokens(); })
+        .def_prop_ro("text", [](const request& g) { return g.text(); })
+        .def("stats", [](const request& g) {
             const generation_stats s = g.stats();
             return make_stats(s);
         })
         .def("logprobs",
-             [](const generation& g, size_t start) {
+             [](const request& g, size_t start) {
                  // Entries from `start` on (streams read only what is new):
                  // (token, logprob, top_ids, top_logprobs), one per emitted token.
                  nb::list out;
@@ -79,7 +67,7 @@ void bind_engine(nb::module_& m) {
         .def(nb::init<const generator_params&>(), nb::call_guard<nb::gil_scoped_release>())
         .def("start", &generator::start, nb::arg("prompt"), nb::arg("params"),
              nb::call_guard<nb::gil_scoped_release>(), nb::keep_alive<0, 1>(),
-             "Submits a generation; it waits in the queue while every slot is busy (QueueFullError beyond "
+             "Submits a request; it waits in the queue while every slot is busy (QueueFullError beyond "
              "max_queued). engine/scheduler.h states the rule.")
         .def("tokenize",
              [](const generator& g, const std::string& text, bool add_special, bool parse_special) {

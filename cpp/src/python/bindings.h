@@ -1,4 +1,5 @@
-// The nanobind extension `specgen._core` is assembled from one bind_*.cpp file per area.
+// The nanobind extension `specgen._core` is assembled from one bind_*.cpp file per area. Test-only
+// bindings (kernels under a chosen ISA, NanoSpecVocab, BatchEvaluator) are in specgen._testing (tests/native).
 #pragma once
 #include <nanobind/nanobind.h>
 
@@ -15,9 +16,6 @@ void bind_tokenizer(nanobind::module_& m);
 void bind_sampling(nanobind::module_& m);
 void bind_verify(nanobind::module_& m);
 void bind_engine(nanobind::module_& m);
-void bind_nanospec(nanobind::module_& m);
-void bind_backend(nanobind::module_& m);
-void bind_batch(nanobind::module_& m);
 void bind_params(nanobind::module_& m);
 void bind_stats(nanobind::module_& m);
 }  // namespace specgen::python

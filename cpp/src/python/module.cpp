@@ -11,7 +11,4 @@ NB_MODULE(_core, m) {
     bind_sampling(m);
     bind_verify(m);
     bind_engine(m);
-    bind_nanospec(m);
-    bind_backend(m);
-    bind_batch(m);
 }

@@ -14,8 +14,8 @@
 //                  over ids ranked from the vocabulary where the generator has them (make_seed_vocab);
 //   verification:  S grows by the target's argmax and top-k on the emitted path, the drafted ids and
 //                  the emitted (accepted + corrected/bonus) tokens, which join the context;
-//   k = 3 as in the paper by default (top_k, `nanospec_topk`): on short free-text prompts a larger k
-//   covers more of what the target goes on to pick (tools/bench_nanospec.py measures it).
+//   k = top_k(), the generator's `nanospec_topk` (16 by default; the paper takes 3): on short free-text
+//   prompts a larger k covers more of what the target goes on to pick (tools/bench_nanospec.py measures it).
 //   never shrinks within a request; reset() at the start of each request.
 // Full S: once |S| == capacity, further ids are not added (first come, first kept). Nothing in S is
 // ever dropped or thresholded, so a set never changes under a proposal that was sampled from it.
@@ -115,7 +115,8 @@ struct generator_params;
 class model;
 // The draft head's token set over m's LM head: NanoSpec's in-context set (params.nanospec, empty
 // until seeded), FR-Spec's static one (params.frspec > 0, filled from params.frspec_path), or null
-// (full head). n_target_vocab: the target's ids (set_target_vocab). Each speculator owns one (speculative/speculator.h).
+// (full head). n_target_vocab: the target's ids (set_target_vocab). Each speculator owns one; what goes
+// into a growing one is speculative/nanospec.h's business.
 std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m, int32_t n_target_vocab);
 
 class tokenizer;

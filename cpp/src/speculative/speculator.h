@@ -1,14 +1,23 @@
-// The one interface the engine speculates through (docs/ALGORITHMS.md sections 1-2): per request
-// begin(), then per round propose() -> [the engine computes the target's rows and verifies] ->
-// observe(), and end(). Implementations: the sequential speculator (any drafter, drafting on the
-// caller's thread: speculative/sequential.cpp) and SSD (speculative/ssd/ssd.h: drafts round t+1
-// while the target verifies round t). Each owns its draft vocabulary (NanoSpec / FR-Spec,
-// speculative/draft_vocab.h) and its growth, and its draft length (adaptive gamma): the engine sees
-// tokens, their proposals, and how many target rows were already forwarded.
+// The one interface the engine speculates through (docs/ALGORITHMS.md sections 1-2). Per request:
+//
+//   begin()                   the request is admitted to the speculator's slot, before its prefill;
+//   observe(prefill_rows)     after each prefill chunk, the last one saying that the prompt is in;
+//   then per round:           propose() -> [the engine forwards and verifies] -> observe(verify_outcome);
+//   end()                     it finished or was cancelled.
+//
+// The engine sees tokens, their proposals and how many target rows were already forwarded. Which drafter,
+// draft vocabulary (NanoSpec / FR-Spec, speculative/nanospec.h) or SSD runs, and how long each draft
+// is (adaptive gamma), is the speculator's business. A speculator gets what it needs of the target when it
+// is built (speculation_target): the model, its KV cache and backend, the head service
+// (speculative/target_head.h) and its slot's prefix state, which it may keep between requests.
+// Implementations: the sequential speculator (any drafter, drafting on the engine thread:
+// speculative/sequential.h), SSD (speculative/ssd/ssd.h: drafts round t+1 while the target verifies
+// round t) and auto (speculative/auto/auto_speculator.h: picks one of two sequential ones per round).
+//
+// Control flows one way: engine -> speculator -> head service. Every call runs on the engine thread.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,7 +33,41 @@ namespace specgen {
 class model;
 class tokenizer;
 class kv_cache;
+class target_head;
 struct backend;
+struct neural_weights;
+
+// Per request, at begin(): what the speculator needs to sample like the target.
+struct speculation_request {
+    sampling_params sampling;
+    uint64_t seed = 0;
+    verify_method method = verify_method::block;
+    int64_t max_tokens = -1;  // the request's token budget (-1: until EOS or the context is full)
+    int n_cached = 0;         // prompt rows the slot's KV cache already held (prefix reuse): no prefill rows for them
+};
+
+// One sequence's place in the engine's batched step, passed to begin(), propose() and observe() (the
+// engine keeps one per request). Draft lengths already follow the batch through propose()'s max_n
+// (engine/draft_policy.h); auto also drops the drafters whose cost is one forward per sequence and
+// would serialise the batch (docs/ALGORITHMS.md section 8).
+struct step_context {
+    // Engine -> speculator: the sequences decoding in this step, this one included (1: alone); at begin(),
+    // the requests active with it.
+    int n_sequences = 1;
+    // Speculator -> engine (set by begin() and observe()): the acceptance the batch policy should expect
+    // of this sequence's next drafts, in [0, 1); < 0: the request's own counts (n_accepted / n_drafted).
+    // auto drafts by n-gram in a batch, whose acceptance is not that of the self drafter's rounds the
+    // request may have run alone.
+    double expected_acceptance = -1;
+};
+
+// Prompt rows the target forwarded for the request, handed to observe() after each prefill chunk.
+struct prefill_rows {
+    int pos0 = 0;                   // the first row's position
+    int n = 0;                      // rows (0: none, as when the slot's cache held the whole prompt)
+    const float* hidden = nullptr;  // their output-normed hidden states, backend memory [n, n_embd]
+    bool complete = false;          // the prompt's last row is in: the first propose() follows
+};
 
 // What verification decided, handed to observe().
 struct verify_outcome {
@@ -39,61 +82,37 @@ struct verify_outcome {
     int32_t n_vocab = 0;
 };
 
-// Per request: what the speculator needs to sample like the target.
-struct speculation_request {
-    sampling_params sampling;
-    uint64_t seed = 0;
-    verify_method method = verify_method::block;
-    // An optional prompt top-k that begin() went without (prompt_topk_optional): runs the head over
-    // the last n (all: n >= n_seed_rows) kept prompt rows now and hands S their top-k through
-    // add_prompt_topk(). Empty: none to run.
-    std::function<void(int n)> seed_prompt_topk;
-    int n_seed_rows = 0;       // the prompt rows kept for it
-    double seed_share = 1;     // the share of the full head's rows it runs (its seed head's ids / n_vocab)
-    int64_t max_tokens = -1;   // the request's token budget (-1: until EOS or the context is full)
+// What a speculator keeps of its slot's committed rows between requests (NanoSpec: the prompt rows'
+// top-k ids, and the hidden states of rows whose top-k never ran). The slot holds it (engine/slot.h);
+// the engine never looks inside and only asks it how much of a cached prefix a new request may reuse.
+class prefix_state {
+public:
+    virtual ~prefix_state() = default;
+    // A request whose prompt shares its first n rows with the slot's cache (copied: with another slot's,
+    // whose rows the engine would copy in), admitted with n_sequences - 1 others active: how many of those
+    // rows it may reuse as they are (it prefills the rest, which lets the speculator see them).
+    virtual int reusable_rows(int n, bool copied, int n_sequences) const = 0;
 };
 
 class speculator {
 public:
     virtual ~speculator() = default;
 
-    // k > 0: begin() wants the target's top-k ids at every prompt row the prefill forwards (NanoSpec
-    // seeds S from them; docs/ALGORITHMS.md section 3); 0: it does not.
-    virtual int prompt_topk() const { return 0; }
-    // How many of the LAST prompt rows the top-k is wanted for (the rest contribute their prompt ids
-    // only, which S holds anyway): the full 262k-row head over every prompt row would cost more than
-    // the prefill's layers (docs/ALGORITHMS.md section 3).
-    static constexpr int kPromptTopkRows = 64;
-    // true: the top-k only improves S, so the engine may leave it out (S then starts from the prompt
-    // ids): for a request that joins a batch, where this speculator drafts without S (auto, see
-    // set_batch_size), and for one whose reusable cached prefix has no top-k rows kept, where reusing
-    // the rows saves a whole prefill. Otherwise the engine keeps the rows' hidden states and the
-    // speculator runs the head over them when it first drafts with S (speculation_request::seed_prompt_topk).
-    virtual bool prompt_topk_optional() const { return false; }
-    // A request starts: prompt = its history (the last token pending); topk: [n_topk_rows, prompt_topk()]
-    // ids, best first, of the last n_topk_rows (<= kPromptTopkRows) forwarded prompt rows. Sets stats.vocab_set_size.
-    virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
-                       int64_t n_topk_rows, generation_stats& stats) = 0;
-    // The prompt top-k begin() went without (optional top-k only), from seed_prompt_topk(): the seeding
-    // of S waits until a round drafts with it, so it never delays the first token and a request that
-    // never drafts with S never pays for it (docs/ALGORITHMS.md section 8.2). Same layout as begin()'s.
-    virtual void add_prompt_topk(const int32_t* /*topk*/, int64_t /*n_topk_rows*/, generation_stats& /*stats*/) {}
+    // A request starts, before its prefill: prompt = its history (the last token pending). Sets
+    // stats.vocab_set_size.
+    virtual void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
+                       generation_stats& stats) = 0;
+    // Prompt rows the prefill forwarded (rows.complete: the prompt is in). Sets stats.vocab_set_size.
+    virtual void observe(const prefill_rows& rows, generation_stats& stats) {}
     // The proposal for the round after `history` (its last token pending): at most max_n tokens
-    // (max_n >= 0: the room left in the context and the token budget), no more than the current
-    // draft length, and none when fewer than draft_min. Adds draft time to stats.
-    virtual void propose(const std::vector<int32_t>& history, int max_n, rng& gen, proposal& out,
-                         generation_stats& stats) = 0;
+    // (max_n >= 0: the room left in the context, the token budget and the batch policy's cap), no more
+    // than the current draft length, and none when fewer than draft_min. Adds draft time to stats.
+    virtual void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen,
+                         proposal& out, generation_stats& stats) = 0;
     // The round's verdict, before the engine commits it: vocabulary growth, draft length, SSD's
-    // speculation cache. Sets stats.vocab_set_size.
-    virtual void observe(const verify_outcome& v, generation_stats& stats) = 0;
-    // Before a round's propose(): how many sequences decode in this step (1 alone). Draft lengths
-    // already follow it through max_n (engine/draft_policy.h); auto also drops the drafters whose
-    // cost is one forward per sequence and would serialise the batch (docs/ALGORITHMS.md section 8).
-    virtual void set_batch_size(int n_sequences) {}
-    // The acceptance the batch policy should expect of this sequence's next drafts, in [0, 1); < 0: the
-    // request's own counts (n_accepted / n_drafted). auto drafts by n-gram in a batch, whose acceptance
-    // is not that of the self drafter's rounds the request may have run alone.
-    virtual double batch_acceptance() const { return -1.0; }
+    // speculation cache. Also after a round the batch policy left without a draft (gamma 0). Sets
+    // stats.vocab_set_size.
+    virtual void observe(const verify_outcome& v, step_context& step, generation_stats& stats) = 0;
     // The request ends (finished or cancelled). Idempotent.
     virtual void end() {}
 };
@@ -123,12 +142,34 @@ private:
     int cap_ = 0;
 };
 
-// The speculator params ask for: nullptr for plain decoding (no draft), SSD when params.ssd, else the
-// sequential speculator over make_drafter(). target_cache: the target's KV cache (the self drafter
-// writes it; SSD hands rows over into it when it is in host memory). be: the target's backend.
-// seq: the sequence (slot) of target_cache the speculator's request runs in, one speculator per slot
-// (SSD: slot 0 only, so n_parallel = 1).
-std::unique_ptr<speculator> make_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                            kv_cache& target_cache, backend& be, int seq = 0);
+// What a speculator gets of the target when it is built: one per slot.
+struct speculation_target {
+    const model& target;
+    const tokenizer& tok;
+    kv_cache& cache;    // the target's KV cache: the self drafter writes its slot; SSD hands rows over into it
+    backend& be;        // the target's backend
+    int seq = 0;        // the slot: its sequence of `cache`
+    target_head* head = nullptr;                      // the head service (null: NanoSpec seeds S from the prompt ids only)
+    std::unique_ptr<prefix_state>* prefix = nullptr;  // the slot's: a speculator that keeps one puts it there
+    // Draft weights every slot's speculator shares (null: the speculator loads its own).
+    std::shared_ptr<const neural_weights> draft;
+};
+
+// The speculator params ask for: nullptr for plain decoding (no draft), SSD when params.ssd, auto for
+// draft auto, else the sequential speculator. SSD runs one sequence: slot 0 only (n_parallel = 1).
+std::unique_ptr<speculator> make_speculator(const generator_params& params, const speculation_target& t);
+
+// Builds the speculators of a generator's slots, loading what they share once: a draft model's weights
+// (each slot's drafter keeps its own KV cache and scratch over them).
+class speculator_factory {
+public:
+    speculator_factory(const generator_params& params, const model& target, const tokenizer& tok);
+    // The speculator of one slot (null: plain decoding); t.draft is filled in.
+    std::unique_ptr<speculator> make(speculation_target t) const;
+
+private:
+    generator_params params_;
+    std::shared_ptr<const neural_weights> draft_;
+};
 
 }  // namespace specgen

@@ -71,7 +71,6 @@ void tokenizer::load_special_ids(const gguf_file& f) {
     eot_ = id_of("tokenizer.ggml.eot_token_id");
     eom_ = id_of("tokenizer.ggml.eom_token_id");
     unk_ = id_of("tokenizer.ggml.unknown_token_id");
-    pad_ = id_of("tokenizer.ggml.padding_token_id");
     // SentencePiece vocabularies add BOS unless the file says otherwise (llama.cpp and transformers
     // agree); byte-level BPE files state it when they want it.
     add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token", model_ == "llama") && bos_ >= 0;
@@ -101,7 +100,7 @@ void tokenizer::build_special_matcher() {
         if (t == token_type::user_defined && model_ == "llama" &&
             s.find_first_not_of(' ') == std::string::npos)
             continue;
-        // First spelling wins when two tokens share one (the same rule as find_token).
+        // First spelling wins when two tokens share one.
         if (!special_.emplace(std::string_view(s), static_cast<int32_t>(i)).second) continue;
         special_first_byte_[static_cast<unsigned char>(s[0])] = true;
         if (std::find(special_lengths_.begin(), special_lengths_.end(), s.size()) == special_lengths_.end())
@@ -193,12 +192,6 @@ const std::string& tokenizer::token_text(int32_t id) const {
 token_type tokenizer::type(int32_t id) const {
     check_id(id);
     return types_[id];
-}
-
-int32_t tokenizer::find_token(std::string_view text) const {
-    for (size_t i = 0; i < text_.size(); ++i)
-        if (text_[i] == text) return static_cast<int32_t>(i);
-    return -1;
 }
 
 bool tokenizer::is_eog(int32_t id) const {

@@ -76,14 +76,11 @@ public:
     // The token as the file spells it. Throws invalid_argument_error.
     const std::string& token_text(int32_t id) const;
     token_type type(int32_t id) const;
-    // Id of a token spelled exactly `text` in the file, or -1 (a linear scan: for tools, not hot paths).
-    int32_t find_token(std::string_view text) const;
 
     int32_t bos_id() const { return bos_; }  // -1 if none
     int32_t eos_id() const { return eos_; }
     int32_t eot_id() const { return eot_; }
     int32_t unk_id() const { return unk_; }
-    int32_t pad_id() const { return pad_; }
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
     // End of generation: eos, eot, eom and the end-of-turn control tokens models emit
@@ -122,7 +119,7 @@ private:
     std::vector<uint32_t> special_lengths_;  // distinct lengths, longest first
     bool special_first_byte_[256] = {};
 
-    int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, unk_ = -1, pad_ = -1;
+    int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, unk_ = -1;
     bool add_bos_ = false, add_eos_ = false;
     std::vector<int32_t> eog_;
     std::vector<uint8_t> is_eog_;

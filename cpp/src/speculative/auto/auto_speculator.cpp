@@ -13,6 +13,7 @@
 #include "speculative/auto/calibration.h"
 #include "speculative/auto/policy.h"
 #include "speculative/drafters/drafters.h"
+#include "speculative/sequential.h"
 
 namespace specgen {
 
@@ -26,10 +27,10 @@ int force_switch_every() {
 
 class auto_speculator final : public speculator {
 public:
-    auto_speculator(const generator_params& params, const model& target, const tokenizer& tok, kv_cache& cache,
-                    backend& be, int seq)
+    explicit auto_speculator(const generator_params& params, const speculation_target& t)
         : draft_max_(params.draft_max),
-          costs_(load_or_measure_costs(target, be, cache, params.model_path, params.n_threads, params.device, cost_source_)),
+          costs_(load_or_measure_costs(t.target, t.be, t.cache, params.model_path, params.n_threads, params.device,
+                                       cost_source_)),
           policy_(costs_, params.draft_max, true),
           force_every_(force_switch_every()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
@@ -37,33 +38,44 @@ public:
         // The policy sets gamma every round; a candidate's own adaptation would cut it (rounds chosen
         // at g = 7 drafted 1 after a rejection, and the prediction counted 7).
         p.draft_adaptive = false;
+        speculation_target own = t;
+        own.draft = nullptr;  // the generator's drafter is "auto": each candidate has weights of its own kind
         p.set_draft(draft_kind::ngram);
-        candidates_[size_t(auto_method::ngram)] = make_speculator(p, target, tok, cache, be, seq);
+        candidates_[size_t(auto_method::ngram)] = make_speculator(p, own);
         p.set_draft(draft_kind::self);
         p.self_layers = 0;  // every layer: the hand-over (docs/ALGORITHMS.md section 4.7)
         p.nanospec = true;
-        candidates_[size_t(auto_method::self_nanospec)] = make_speculator(p, target, tok, cache, be, seq);
+        // S's prompt seed waits until a round first drafts with it (seed_prompt() below).
+        auto self = std::make_unique<sequential_speculator>(p, own, true);
+        self_ = self.get();
+        candidates_[size_t(auto_method::self_nanospec)] = std::move(self);
     }
 
-    int prompt_topk() const override { return candidates_[size_t(auto_method::self_nanospec)]->prompt_topk(); }
-    bool prompt_topk_optional() const override { return true; }
-
-    void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
-               int64_t n_topk_rows, generation_stats& stats) override {
+    void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
+               generation_stats& stats) override {
         request_ = request;
         for (auto& c : candidates_)
-            if (c) c->begin(prompt, request, topk, n_topk_rows, stats);
+            if (c) c->begin(prompt, request, step, stats);
         n_ids_ = stats.vocab_set_size;
         policy_.begin(prompt, request.sampling.temperature);
         shadow_->begin(prompt);
         rounds_ = 0;
         n_emitted_ = 0;
         have_current_ = false;
+        seed_waits_ = false;
         sum_pred_tokens_ = sum_pred_seconds_ = 0;
         stats.auto_n_switches = 0;
+        step.expected_acceptance = batch_acceptance();
     }
 
-    void propose(const std::vector<int32_t>& history, int max_n, rng& gen, proposal& out,
+    void observe(const prefill_rows& rows, generation_stats& stats) override {
+        for (auto& c : candidates_)
+            if (c) c->observe(rows, stats);
+        n_ids_ = stats.vocab_set_size;
+        if (rows.complete) seed_waits_ = self_->waiting_prompt_rows() > 0;
+    }
+
+    void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
                  generation_stats& stats) override {
         t_round_ = clock_type::now();
         out.clear();
@@ -83,7 +95,7 @@ public:
         // The first round is n-gram or plain: its tokens are the request's first, and a self-drafter
         // round would hold them back by g body forwards (~60-100 ms here) and S's seeding.
         const auto_round round{int(n_ids_), n_shadow, shadow_order_, room};
-        auto_choice c = policy_.choose(round, batch_size_ < 2 && rounds_ > 0);
+        auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
         if (force_every_ > 0) {
             // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
             const int turn = (rounds_ / force_every_) % kAutoMethods;
@@ -101,35 +113,29 @@ public:
         sum_pred_seconds_ += c.predicted_seconds;
         stats.auto_predicted_tokens_per_second = sum_pred_seconds_ > 0 ? sum_pred_tokens_ / sum_pred_seconds_ : 0;
         if (c.method == auto_method::none || c.gamma <= 0) return;
-        if (c.method == auto_method::self_nanospec && request_.seed_prompt_topk) {
+        if (c.method == auto_method::self_nanospec && seed_waits_) {
             // S's first round: the head over the prompt's last rows seeds it now, not in the prefill
             // or after the first token, so a request that never drafts with S never pays for it. The
             // head is not this round's cost: the timing starts after it.
             const int64_t remaining = request_.max_tokens < 0 ? INT64_MAX : request_.max_tokens - n_emitted_;
-            if (const int rows = policy_.seed_rows(c, round, remaining, request_.n_seed_rows, request_.seed_share); rows > 0) {
-                request_.seed_prompt_topk(rows);
-                request_.seed_prompt_topk = nullptr;
+            const int kept = self_->waiting_prompt_rows();
+            if (const int rows = policy_.seed_rows(c, round, remaining, kept, self_->seed_share()); rows > 0) {
+                self_->seed_prompt(rows, stats);
+                seed_waits_ = false;
+                n_ids_ = stats.vocab_set_size;
                 t_round_ = clock_type::now();
             }
         }
-        candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), gen, out, stats);
+        candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), step, gen, out, stats);
     }
 
-    void add_prompt_topk(const int32_t* topk, int64_t n_topk_rows, generation_stats& stats) override {
-        candidates_[size_t(auto_method::self_nanospec)]->add_prompt_topk(topk, n_topk_rows, stats);
-        n_ids_ = stats.vocab_set_size;
-    }
-
-    void set_batch_size(int n_sequences) override { batch_size_ = n_sequences; }
-    double batch_acceptance() const override { return std::min(0.95, policy_.acceptance(auto_method::ngram)); }
-
-    void observe(const verify_outcome& v, generation_stats& stats) override {
-        // In a batch the self candidate does not draft (set_batch_size): its S grows by the emitted
-        // tokens only, without the top-k pass over the vocabulary per row that would serialise the step.
+    void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override {
+        // In a batch the self candidate does not draft (propose()): its S grows by the emitted tokens
+        // only, without the top-k pass over the vocabulary per row that would serialise the step.
         verify_outcome seen = v;
-        if (batch_size_ >= 2) seen.target_logits = nullptr;
+        if (step.n_sequences >= 2) seen.target_logits = nullptr;
         for (auto& c : candidates_)
-            if (c) c->observe(seen, stats);
+            if (c) c->observe(seen, step, stats);
         // The round's time runs from propose to here: S's update from the verified rows is part of
         // every round's cost (docs/ALGORITHMS.md section 8.1). The cost model's input is the gamma
         // the round verified (a drafter may stop early) and S as the round drafted with it.
@@ -152,6 +158,7 @@ public:
         // Past the emitted tokens the shadow cannot be judged: count only what was seen.
         if (g > n_emitted && matched == n_emitted) policy_.observe_shadow_ngram(matched, matched, shadow_order_);
         else policy_.observe_shadow_ngram(g, matched, shadow_order_);
+        step.expected_acceptance = batch_acceptance();
     }
 
     void end() override {
@@ -160,6 +167,10 @@ public:
     }
 
 private:
+    // What the batch policy should expect of this sequence's next drafts: in a batch auto drafts by
+    // n-gram only, whatever the self drafter's rounds alone accepted.
+    double batch_acceptance() const { return std::min(0.95, policy_.acceptance(auto_method::ngram)); }
+
     int draft_max_;
     std::string cost_source_;
     cost_model costs_;
@@ -167,13 +178,14 @@ private:
     int force_every_;
     std::unique_ptr<drafter> shadow_;
     std::array<std::unique_ptr<speculator>, kAutoMethods> candidates_{};  // [none] stays null
+    sequential_speculator* self_ = nullptr;  // candidates_[self_nanospec]
+    bool seed_waits_ = false;               // S's prompt seed has not run yet (rows wait for it)
     speculation_request request_;
     std::vector<int32_t> shadow_tokens_;
     int shadow_order_ = 0;
     int64_t n_ids_ = 0;
     int rounds_ = 0;
     int64_t n_emitted_ = 0;  // the tokens this request's rounds emitted
-    int batch_size_ = 1;
     bool have_current_ = false;
     auto_method current_ = auto_method::none;
     auto_choice choice_;
@@ -182,9 +194,8 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                                 kv_cache& target_cache, backend& be, int seq) {
-    return std::make_unique<auto_speculator>(params, target, tok, target_cache, be, seq);
+std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const speculation_target& t) {
+    return std::make_unique<auto_speculator>(params, t);
 }
 
 }  // namespace specgen

@@ -22,8 +22,7 @@
 
 namespace specgen {
 
-// seq: the sequence (KV slot) whose rows the self candidate drafts in.
-std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                                                 kv_cache& target_cache, backend& be, int seq);
+// t.seq: the sequence (KV slot) whose rows the self candidate drafts in.
+std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const speculation_target& t);
 
 }  // namespace specgen

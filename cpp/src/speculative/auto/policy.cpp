@@ -1,4 +1,5 @@
-// docs/ALGORITHMS.md section 8.2: the auto speculator's choice.
+// docs/ALGORITHMS.md section 8.2: the auto speculator's choice. The measurements behind each rule are
+// in docs/bench/auto-policy-notes.md, cited below as "note N".
 #include "speculative/auto/policy.h"
 
 #include <algorithm>
@@ -10,12 +11,11 @@ namespace specgen {
 namespace {
 // Priors for the self drafter over every layer with NanoSpec: its proposal is the target's own
 // distribution restricted to S, so acceptance is high; lower when sampling spreads the target's mass.
-// (Measured at the first draft position with gamma 8: 0.99 at T=0, 0.90 at T=1; priors of 0.95 / 0.85
-// made auto stay on the self drafter longer where n-gram lookup won: 0.85-0.88x the best on chat.)
+// Below the measured rates, so that n-gram lookup wins where it should (note 1).
 constexpr double kSelfPriorGreedy = 0.9, kSelfPriorSampled = 0.75;
 constexpr double kPriorWeight = 4;        // pseudo-rounds the priors count for
 constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's prior counts for
-// A position's acceptance given the one before it held (prior; measured ~0.97 at T=0 and T=1).
+// A position's acceptance given the one before it held (prior; note 2).
 constexpr double kContinuationPrior = 0.95;
 constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer get the pooled rate as their prior
 constexpr double kHazardWeight = 10;      // pseudo-positions a request's own later-position failures are shrunk with
@@ -59,8 +59,7 @@ void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     ng.prior = std::min(0.95, prompt_self_overlap(prompt));
     ng.prior_weight = kPriorWeight;
     // The self drafter's prior: its first-position rate over the requests so far, shrunk towards the
-    // fixed prior (measured with NanoSpec's fixed gamma 8 on the reference model: 0.95-0.96 at T=0,
-    // 0.87-0.88 at T=1).
+    // fixed prior (note 3).
     tracker& self = t_[size_t(auto_method::self_nanospec)];
     const carried& c = carried_[regime_];
     const double base = temperature > 0 ? kSelfPriorSampled : kSelfPriorGreedy;
@@ -80,22 +79,16 @@ auto_policy::position_counts auto_policy::first_position(auto_method m, int ngra
     const int order = std::min(ngram_order, kMaxOrder);
     if (m == auto_method::ngram && order > 0) {
         // Counted per match order (kept across requests), with the pooled rate times min(1, order / 3)
-        // as its prior: measured over the four prompt sets, a copy after a 1-token suffix was accepted
-        // 0.33-0.44 of the time at T=0 and 0.24 at T=1, after a 2-token one 0.8 / 0.4-0.55, after a
-        // 4-token one 0.87-0.93 / 0.85-0.87. Shrunk towards the pooled rate alone (which the long runs
-        // of 4-token copies raise), 1-token matches kept being drafted at T=1 on the edit prompts and
-        // rejected every time (0.73x the fixed n-gram configuration). This request's own rounds at the
-        // order are then shrunk towards that kept rate: on the kept rate alone, a code prompt drafted
-        // the same failing 2-token copy in three rounds where the self drafter accepted everything.
+        // as its prior: a copy after a short suffix is accepted far less often than after a long one.
+        // This request's own rounds at the order are then shrunk towards that kept rate (note 4).
         const carried& c = carried_[regime_];
         const double kept = (c.order_passed[size_t(order)] + kPositionWeight * a * std::min(1.0, order / kFullOrder)) /
                             (c.order_reached[size_t(order)] + kPositionWeight);
         return {t.order_reached[size_t(order)], t.order_passed[size_t(order)], kept, kPositionWeight};
     }
     if (m == auto_method::self_nanospec)
-        // Towards the prior (the rate of the requests so far) with its full weight: towards the pooled
-        // rate, which the same rejection had already lowered, one rejection at T=1 put the self drafter
-        // below plain decoding for 7 rounds (0.8x NanoSpec's fixed configuration).
+        // Towards the prior (the rate of the requests so far) with its full weight, not towards the
+        // pooled rate, which the same rejection has already lowered (note 5).
         return {t.first_reached, t.first_passed, t.prior, t.prior_weight};
     // Towards the pooled rate: every accepted token counts there, so it moves fast.
     return {t.first_reached, t.first_passed, a, kPositionWeight};
@@ -103,25 +96,22 @@ auto_policy::position_counts auto_policy::first_position(auto_method m, int ngra
 
 template <class Carried>
 auto& auto_policy::later(Carried& kept, auto_method m, int ngram_order) {
-    // A copy after a 1-token suffix continues less often than one after 4 (measured at T=0 and T=1:
-    // its second position 0.3-0.6 against 0.9-0.92).
+    // A copy after a 1-token suffix continues less often than one after 4 (note 6).
     if (m == auto_method::ngram) return kept.ngram_later[size_t(std::clamp(ngram_order, 0, kMaxOrder))];
     return kept.later[size_t(m)];
 }
 
 double auto_policy::request_hazard(auto_method m, double z) const {
-    // The later positions' rates are kept across requests, but a request's difficulty is its own: a
-    // code prompt whose self rounds accepted every token was drafted at g = 5-6 on the kept rates where
-    // fixed NanoSpec accepted 8 of 8 each round (0.8x its speed). So the kept failure rate 1 - p_k is
-    // scaled by this request's failures over the failures the kept rates expected at the positions its
-    // rounds reached (observed over expected, so copies of every match order can be pooled), shrunk
-    // towards 1 with kHazardWeight pseudo-positions at the request's mean expected failure rate.
+    // The later positions' rates are kept across requests, but a request's difficulty is its own
+    // (note 7). So the kept failure rate 1 - p_k is scaled by this request's failures over the failures
+    // the kept rates expected at the positions its rounds reached (observed over expected, so copies of
+    // every match order can be pooled), shrunk towards 1 with kHazardWeight pseudo-positions at the
+    // request's mean expected failure rate.
     const tracker& t = t_[size_t(m)];
     const double rate = t.later_reached > 0 ? t.later_expected_failures / t.later_reached : 1 - kContinuationPrior;
     const double failed = t.later_failed + kHazardWeight * rate, expected = t.later_expected_failures + kHazardWeight * rate;
-    // Failures are counts: their standard error is about sqrt(failed). Without it a request whose first
-    // self round failed at position 2 (hazard 2.7) drafted g = 1 for its 20 remaining rounds: those reach
-    // no later position, so nothing lowered the hazard again.
+    // Failures are counts: their standard error is about sqrt(failed). Taken down by it, one early
+    // failure cannot hold a request at g = 1, whose rounds never reach a later position again (note 7).
     return std::max(0.0, failed - z * std::sqrt(failed)) / expected;
 }
 
@@ -130,16 +120,12 @@ double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_or
     const std::vector<double>& reached = l.reached;
     const std::vector<double>& passed = l.passed;
     // Acceptance is not i.i.d.: an n-gram proposal copied from the context tends to hold to its end
-    // once its first tokens hold (measured: 55 of 60 drafted tokens accepted on a copy prompt, where
-    // the pooled rate 0.93 predicted 3.7 tokens per round of 3 and made auto draft 3 instead of 8).
-    // The first position's rate is shrunk as first_position() says, every later one towards the rate
-    // before it but at least kContinuationPrior: a position not drafted yet would otherwise inherit
-    // a low first-token rate and never be drafted to be measured. Measured with fixed gamma 8
-    // (`specgen bench --preset auto`): after the first position the conditional rates are 0.92-1.0
-    // for NanoSpec at T=0 and T=1 and ~1.0 for n-gram at T=1, whatever the first position's rate.
-    // The later positions are counted over the requests so far (decayed like the timing): reset per
-    // request, each request's ~13 rounds left their counts small, and the optimism that picks g
-    // (kExplore standard errors) drafted 8 at T=1 where the measured rates made 5 the best.
+    // once its first tokens hold, and after the first position the conditional rates stay high whatever
+    // the first position's (note 8). The first position's rate is shrunk as first_position() says, every
+    // later one towards the rate before it but at least kContinuationPrior: a position not drafted yet
+    // would otherwise inherit a low first-token rate and never be drafted to be measured. The later
+    // positions are counted over the requests so far (decayed like the timing), since one request's
+    // rounds leave their counts too small for the optimism that picks g (note 8).
     g = std::min(g, int(reached.size()));
     const double hazard = request_hazard(m, z);
     double e = 1, run = 1, p = 0;
@@ -166,16 +152,10 @@ double auto_policy::kept_continuation(int k) const {
 
 double auto_policy::draft_continuation(auto_method m, int k, double z) const {
     // Only the self drafter stops early (below draft_p_min over S). Where it stops depends on the text
-    // like acceptance does: a code prompt whose self rounds drafted and accepted all 7 tokens was
-    // predicted 4.7 tokens per round on the stops the other prompts left in the kept rates, and lost
-    // rounds to n-gram copies predicted faster. So the first position's rate is this request's own,
-    // shrunk towards the kept one with kPositionWeight pseudo-rounds, and the later positions' kept
-    // stop rates 1 - d_k are scaled by the request's stops there over those they expected (pooled over
-    // the positions, like request_hazard). The first position is not scaled: free text at T=1 stops
-    // there in most rounds, the scaled rate saturated at 0, and auto decoded plainly where fixed
-    // NanoSpec drafted 1.25 tokens per round (1.1x faster). Nor are the later ones estimated apart: a
-    // request's rounds reach each with few counts, and the product of eight shrunk rates held a code
-    // prompt that never stopped at half the tokens it drafted.
+    // like acceptance does (note 9). So the first position's rate is this request's own, shrunk towards
+    // the kept one with kPositionWeight pseudo-rounds, and the later positions' kept stop rates 1 - d_k
+    // are scaled by the request's stops there over those they expected (pooled over the positions, like
+    // request_hazard). The first position is not scaled, nor are the later ones estimated apart (note 9).
     if (m != auto_method::self_nanospec) return 1;
     const tracker& t = t_[size_t(m)];
     if (k == 0) {
@@ -206,13 +186,11 @@ double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
 }
 
 int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t remaining, int kept, double share) const {
-    // Seeding runs the seed head (a share of the full head's rows) over the kept rows (the full head
-    // over 64 rows: 34 ms on an AVX-512 VNNI core pair, 100-220 ms on an AVX2 one, a quarter of a
-    // 64-token request's decode there; the 16384-id seed head a sixteenth of it). Over the tokens the
-    // request may still generate, the self drafter saves remaining (1 / r_0 - 1 / r_s) against plain
-    // decoding; the last k rows earn about the share 1 - exp(-k / 12) of what all of them give (fixed
-    // NanoSpec at T=0 drafted 3.79 / 5.10 / 5.56 tokens per round seeded from 0 / 16 / 64 rows). The k
-    // (in steps of 8) with the largest saving less the head's time over k rows, if that is positive.
+    // Seeding runs the seed head (a share of the full head's rows) over the kept rows. Over the tokens
+    // the request may still generate, the self drafter saves remaining (1 / r_0 - 1 / r_s) against
+    // plain decoding; the last k rows earn about the share 1 - exp(-k / 12) of what all of them give
+    // (note 10). The k (in steps of 8) with the largest saving less the head's time over k rows, if
+    // that is positive.
     const double plain = predict(auto_method::none, r).tokens_per_second();
     const double rate = self.tokens_per_second();
     if (plain <= 0 || rate <= plain || remaining <= 0) return 0;
@@ -229,10 +207,9 @@ int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t
 
 double auto_policy::time_scale(auto_method m) const {
     // The global scale says how much slower (or faster) the machine runs now than at calibration; a
-    // method's own ratio, shrunk towards it, what the calibration misses for that method alone (a
-    // calibration taken while another process ran: T(1) 1.4x the measured plain rounds, the 9-row
-    // n-gram verification 0.9x, the self round 1.25x). Shrunk and decayed, a burst of load that hits
-    // one method's rounds moves that method only a little and not for long.
+    // method's own ratio, shrunk towards it, what the calibration misses for that method alone (note 11).
+    // Shrunk and decayed, a burst of load that hits one method's rounds moves that method only a little
+    // and not for long.
     const carried& c = carried_[regime_];
     double measured = 0, predicted = 0;
     for (int i = 0; i < kAutoMethods; ++i) {
@@ -255,14 +232,9 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
     }
     const double scale = time_scale(m);
     // The round drafts the g with the best optimistic merit (each position's rate one standard error
-    // up), so a position rejected in its first rounds is drafted again until it is measured: on the
-    // mean, one early rejection held the self drafter at g = 1 for the rest of a T=1 request (0.8x
-    // NanoSpec's fixed gamma). But it explores only among the g whose mean merit is at least plain
-    // decoding's, and the method competes with the mean merit of the g it drafts: scored by its best g
-    // and drafted at the optimistic one, n-gram copies after a 1-token suffix were scored at g = 1
-    // (1.6 tokens in 15 ms) and drafted at g = 7 (2 tokens in 31 ms, below plain decoding), and won
-    // rounds from self rounds of 8 accepted tokens. (Optimism in the mean itself cost more in
-    // exploring rounds than it found: 0.8x on code.)
+    // up), so a position rejected in its first rounds is drafted again until it is measured. But it
+    // explores only among the g whose mean merit is at least plain decoding's, and the method competes
+    // with the mean merit of the g it drafts, not its optimistic one (note 12).
     auto merit = [rate](double tokens, double seconds) { return rate > 0 ? tokens - rate * seconds : tokens / seconds; };
     const double plain = predict(auto_method::none, r, rate).score;
     auto_choice best_mean_choice;  // the g of the best mean merit: drafted when no g reaches plain's
@@ -290,10 +262,8 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
     // the same round repeated for the rest of the request. When the request's recent rounds ran faster
     // than any choice now promises (inside an n-gram copy that has no proposal for one round), a round
     // is worth the tokens it yields beyond what the recent rate would have given in its time,
-    // E(g) - rate * t(g) (the renewal-reward criterion): a 50 ms self round of 9 tokens loses to a 13 ms
-    // plain round after which the copy resumes (paired runs over the 12 preset prompts against the best
-    // rate alone: 1.05-1.14x at T=0, 1.07-1.10x at T=1). The recent rate decays within a few rounds, so
-    // text that stops copying goes back to the best rate.
+    // E(g) - rate * t(g) (the renewal-reward criterion; note 13). The recent rate decays within a few
+    // rounds, so text that stops copying goes back to the best rate.
     auto best_of = [&](double rate) {
         auto_choice best = predict(auto_method::none, r, rate);
         const double plain = best.score;

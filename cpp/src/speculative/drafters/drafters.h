@@ -1,5 +1,5 @@
-// The drafters specgen ships (docs/DESIGN.md "Drafters") and the factory that picks one from the
-// generator parameters.
+// The drafters specgen ships (docs/DESIGN.md section 4) and their constructors. The sequential
+// speculator (speculative/sequential.h) picks one from params.draft.
 #pragma once
 #include <memory>
 
@@ -16,13 +16,12 @@ struct backend;
 
 struct neural_weights;
 
-// The drafters of the sequential speculator (speculative/sequential.cpp), which picks one from
-// params.draft: "ngram" is prompt lookup over the history (docs/ALGORITHMS.md section 6); "self"
-// (the target's own first self_layers layers, sharing its KV cache) and a draft GGUF are neural
-// drafters over weights from load_neural_weights() (speculative/drafters/neural.h), which must outlive
-// the drafter. vocab: the draft head's token set (NanoSpec / FR-Spec) or null (full head), owned
+// "ngram" is prompt lookup over the history (docs/ALGORITHMS.md section 6); "self" (the target's own
+// first self_layers layers, sharing its KV cache) and a draft GGUF (a KV cache of its own per drafter)
+// are neural drafters over weights from load_neural_weights() (speculative/drafters/neural.h), which
+// the drafter shares. vocab: the draft head's token set (NanoSpec / FR-Spec) or null (full head), owned
 // by the caller. seq: the request's sequence (slot) of target_cache, which a self drafter writes.
-std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, const neural_weights& w,
+std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, std::shared_ptr<const neural_weights> w,
                                              kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq = 0);
 std::unique_ptr<drafter> make_ngram_drafter(int n_max, int n_min);
 

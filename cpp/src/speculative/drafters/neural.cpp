@@ -3,6 +3,7 @@
 #include "speculative/drafters/neural.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -23,8 +24,16 @@ float top_probability(const float* logits, int n) {
     return float(1.0 / sum);
 }
 
-neural_weights load_neural_weights(const generator_params& params, const model& target, const tokenizer& target_tok) {
-    neural_weights w;
+namespace {
+std::atomic<int64_t> n_draft_model_loads{0};
+}  // namespace
+
+int64_t draft_model_loads() { return n_draft_model_loads.load(); }
+
+std::shared_ptr<const neural_weights> load_neural_weights(const generator_params& params, const model& target,
+                                                          const tokenizer& target_tok) {
+    auto loaded = std::make_shared<neural_weights>();
+    neural_weights& w = *loaded;
     if (params.draft == "self") {
         const int n_layer = target.hp().n_layer;
         w.m = &target;
@@ -33,7 +42,7 @@ neural_weights load_neural_weights(const generator_params& params, const model& 
             throw invalid_argument_error("self_layers = " + std::to_string(params.self_layers) + " out of range [0, " +
                                          std::to_string(n_layer) + "] (0 = all layers)");
         w.is_target = w.n_layers == n_layer;
-        return w;
+        return loaded;
     }
     if (params.draft.empty() || params.draft == "ngram")
         throw invalid_argument_error("a neural drafter needs draft='self' or a draft model (got '" + params.draft + "')");
@@ -43,7 +52,8 @@ neural_weights load_neural_weights(const generator_params& params, const model& 
     check_draft_vocabulary(target, target_tok, *w.own, draft_tok, "draft model " + w.file->path());
     w.m = w.own.get();
     w.n_layers = w.m->hp().n_layer;
-    return w;
+    n_draft_model_loads.fetch_add(1);
+    return loaded;
 }
 
 neural_drafter::neural_drafter(const model& m, int n_layers, kv_cache& cache, backend& be, draft_vocab* vocab,
@@ -134,9 +144,9 @@ namespace {
 // values); a draft model has a cache of its own.
 class sequential_neural_drafter final : public drafter {
 public:
-    sequential_neural_drafter(const generator_params& params, const neural_weights& w, kv_cache& target_cache,
-                              backend& be, draft_vocab* vocab, int seq)
-        : w_(w) {
+    sequential_neural_drafter(const generator_params& params, std::shared_ptr<const neural_weights> w,
+                              kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq)
+        : w_(*w), keep_(std::move(w)) {
         kv_cache* cache = &target_cache;
         int cache_seq = seq;  // the target's cache: the request's slot
         if (w_.own) {
@@ -165,6 +175,7 @@ public:
 
 private:
     const neural_weights& w_;
+    std::shared_ptr<const neural_weights> keep_;  // shared with the other slots' drafters
     std::unique_ptr<kv_cache> own_cache_;
     std::unique_ptr<neural_drafter> core_;
     bool hand_over_ = false;
@@ -172,9 +183,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, const neural_weights& w,
+std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, std::shared_ptr<const neural_weights> w,
                                              kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq) {
-    return std::make_unique<sequential_neural_drafter>(params, w, target_cache, be, vocab, seq);
+    return std::make_unique<sequential_neural_drafter>(params, std::move(w), target_cache, be, vocab, seq);
 }
 
 }  // namespace specgen

@@ -39,8 +39,13 @@ struct neural_weights {
 
 // Loads the drafter of `params` for `target`: "self" checks self_layers (0 = all layers), a path loads
 // the GGUF and checks its vocabulary against the target's (model/vocab_compat.h). Throws
-// invalid_argument_error for "", "ngram" or a bad self_layers.
-neural_weights load_neural_weights(const generator_params& params, const model& target, const tokenizer& target_tok);
+// invalid_argument_error for "", "ngram" or a bad self_layers. The weights are immutable once loaded:
+// several drafters (one per slot, speculator_factory) may share them.
+std::shared_ptr<const neural_weights> load_neural_weights(const generator_params& params, const model& target,
+                                                          const tokenizer& target_tok);
+// Draft GGUFs load_neural_weights() has loaded in this process (a generator loads its draft model once,
+// whatever its n_parallel: tests/cpp/test_draft_sharing.cpp).
+int64_t draft_model_loads();
 
 class neural_drafter {
 public:

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
+#include "speculative/nanospec.h"
 #include "speculative/ssd/handover.h"
 #include "speculative/ssd/ssd.h"
 
@@ -44,14 +45,13 @@ struct ssd_speculator::job {
     uint64_t round = 0;
 };
 
-ssd_speculator::ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                               kv_cache* target_cache)
+ssd_speculator::ssd_speculator(const generator_params& params, const speculation_target& t)
     : params_(params), length_(params) {
     if (params_.draft.empty() || params_.draft == "ngram")
         throw invalid_argument_error("ssd=True needs a neural drafter: draft='self' or a draft model (got '" +
                                      params_.draft + "')");
-    weights_ = load_neural_weights(params_, target, tok);
-    const model& m = *weights_.m;
+    weights_ = t.draft ? t.draft : load_neural_weights(params_, t.target, t.tok);
+    const model& m = *weights_->m;
     n_embd_ = m.hp().n_embd;
     // The drafter's pool also has threads for the target's cores, used only while the target waits
     // for the drafter (resolve()), or always when the drafter has no thread of its own (it then
@@ -62,8 +62,9 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
     backend_ = make_cpu_backend(n_threads_lent_);
     backend_->set_active_threads(concurrent() ? n_threads_draft_ : n_threads_lent_);
     cache_ = std::make_unique<kv_cache>(m.hp(), params_.n_ctx);
-    vocab_ = make_draft_vocab(params_, m, target.hp().n_vocab);
-    drafter_ = std::make_unique<neural_drafter>(m, weights_.n_layers, *cache_, *backend_, vocab_.get(), false);
+    vocab_ = make_draft_vocab(params_, m, t.target.hp().n_vocab);
+    if (vocab_ && vocab_->grows()) nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, t.prefix, false);
+    drafter_ = std::make_unique<neural_drafter>(m, weights_->n_layers, *cache_, *backend_, vocab_.get(), false);
     ngram_ = make_ngram_drafter(params_.ngram_max, params_.ngram_min);
     fanout_max_ = params_.ssd_fanout;
     int max_entries = (params_.draft_max + 1) * fanout_max_;
@@ -71,7 +72,7 @@ ssd_speculator::ssd_speculator(const generator_params& params, const model& targ
     entries_.resize(size_t(max_entries));
     // Same weights, every layer, batch- and thread-invariant kernels: the drafter's rows are the
     // target's, so they can be handed over instead of recomputed.
-    if (params_.reuse_draft_hidden && weights_.is_target) target_cache_ = target_cache;
+    if (params_.reuse_draft_hidden && weights_->is_target && t.be.host_memory()) target_cache_ = &t.cache;
 }
 
 ssd_speculator::~ssd_speculator() { end(); }
@@ -80,18 +81,13 @@ uint64_t ssd_speculator::stream_seed(uint64_t tag, int k, int32_t bonus) const {
     return mix64(mix64(mix64(request_.seed ^ 0x55D5A6A0ull) ^ tag) ^ (uint64_t(uint32_t(k)) << 32 | uint32_t(bonus)));
 }
 
-int ssd_speculator::prompt_topk() const { return vocab_ && vocab_->grows() ? vocab_->top_k() : 0; }
-
-void ssd_speculator::begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
-                           int64_t n_topk_rows, generation_stats& stats) {
+void ssd_speculator::begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
+                           generation_stats& stats) {
     end();
-    // The worker is joined: S is the main thread's until the worker starts below.
+    // The worker is joined: S is the main thread's until the first job (launch()).
     grow_pending_.clear();
-    if (vocab_) {
-        vocab_->reset();
-        if (vocab_->grows()) vocab_->seed(prompt.data(), int64_t(prompt.size()), topk, n_topk_rows);
-        stats.vocab_set_size = vocab_->staged_size();
-    }
+    if (nanospec_) nanospec_->begin(prompt, request.n_cached, step.n_sequences, stats);
+    else if (vocab_) stats.vocab_set_size = vocab_->staged_size();  // static (FR-Spec)
     request_ = request;
     length_.reset();
     round_ = 0;
@@ -108,7 +104,12 @@ void ssd_speculator::begin(const std::vector<int32_t>& prompt, const speculation
     if (concurrent()) worker_ = std::thread([this] { worker_loop(); });
 }
 
+void ssd_speculator::observe(const prefill_rows& rows, generation_stats& stats) {
+    if (nanospec_) nanospec_->observe(rows, stats);  // the worker has no job yet: S is ours
+}
+
 void ssd_speculator::end() {
+    if (nanospec_) nanospec_->end();
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
@@ -153,8 +154,8 @@ bool ssd_speculator::draft(const std::vector<int32_t>& ctx, int n, rng& gen, std
     return done;
 }
 
-void ssd_speculator::propose(const std::vector<int32_t>& history, int max_n, rng&, proposal& out,
-                             generation_stats& stats) {
+void ssd_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context&, rng&,
+                             proposal& out, generation_stats& stats) {
     acquire(history, length_.limit(max_n), out, stats);  // cache hit or backup
     if (length_.keep(int(out.tokens.size())) == 0) out.tokens.clear();
     launch(history, out, int(out.tokens.size()));  // drafts round t+1 while the target verifies
@@ -249,18 +250,10 @@ void ssd_speculator::launch(const std::vector<int32_t>& history, const proposal&
     cv_.notify_all();
 }
 
-void ssd_speculator::observe(const verify_outcome& v, generation_stats& stats) {
-    if (vocab_ && vocab_->grows()) {
-        // The growth of the sequential rule (sequential.cpp), staged for the drafter's owner.
-        const int n_rows = v.n_accepted + 1, k = vocab_->top_k();
-        topk_.resize(size_t(n_rows) * k);
-        for (int r = 0; r < n_rows; ++r) top_ids(v.target_logits + size_t(r) * v.n_vocab, v.n_vocab, k, &topk_[size_t(r) * k]);
-        emitted_.assign(v.drafted, v.drafted + v.n_accepted);
-        emitted_.push_back(v.next_token);
-        vocab_->stage_growth(topk_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), v.drafted, v.gamma,
-                             grow_pending_);
-    }
-    if (vocab_) stats.vocab_set_size = vocab_->staged_size();
+void ssd_speculator::observe(const verify_outcome& v, step_context&, generation_stats& stats) {
+    // The growth of the sequential rule, staged for the drafter's owner.
+    if (nanospec_) nanospec_->observe(v, &grow_pending_, stats);
+    else if (vocab_) stats.vocab_set_size = vocab_->staged_size();
     resolve(v.n_accepted, v.next_token, stats);  // a hit readies round t+1's draft
     length_.update(v.gamma, v.n_accepted);
 }

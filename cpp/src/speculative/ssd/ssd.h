@@ -58,8 +58,8 @@
 // computes (the l_k of step A, each drafted position of a branch or of the neural backup) is the head
 // over S only, exactly as speculative/drafters/neural.cpp: the proposal q_S is the processed softmax over S (zero
 // outside it), Saguaro's reweighting applies to q_S, and the bonus candidates of outcome k are the
-// top-F_k of l_k over S. S follows the sequential rule: seeded by begin() from the prompt and the
-// target's top-k at the forwarded prompt rows; after each verification observe() takes the target's
+// top-F_k of l_k over S. S follows the sequential rule (speculative/nanospec.h): seeded from the prompt
+// and the target's top-k at the forwarded prompt rows; after each verification it gains the target's
 // top-k on the emitted path, the emitted and the drafted ids. S is drafter state, so the main
 // thread does not add to it while the worker runs: observe() only stages the ids
 // (draft_vocab::stage_growth: those new to S, in grow()'s order, up to the capacity; the staged
@@ -110,27 +110,29 @@
 namespace specgen {
 
 class draft_vocab;
+class nanospec;
 
 class ssd_speculator final : public speculator {
 public:
-    // Loads the drafter (params.draft: "self" or a draft GGUF path; load_neural_weights) with its own
-    // backend and KV cache. Throws invalid_argument_error for "ngram" or "". target_cache: the target's
-    // KV cache (host memory) for the hand-over of an all-layers self drafter's rows; null never hands over.
-    ssd_speculator(const generator_params& params, const model& target, const tokenizer& tok,
-                   kv_cache* target_cache = nullptr);
+    // The drafter (params.draft: "self" or a draft GGUF path; t.draft when shared, else
+    // load_neural_weights) with its own backend and KV cache. Throws invalid_argument_error for "ngram"
+    // or "". The target's KV cache (t.cache) takes the hand-over of an all-layers self drafter's rows
+    // when it is in host memory.
+    ssd_speculator(const generator_params& params, const speculation_target& t);
     ~ssd_speculator() override;
     ssd_speculator(const ssd_speculator&) = delete;
     ssd_speculator& operator=(const ssd_speculator&) = delete;
 
-    int prompt_topk() const override;
-    // Resets the drafter's cache and S, seeds S, starts the worker thread.
-    void begin(const std::vector<int32_t>& prompt, const speculation_request& request, const int32_t* topk,
-               int64_t n_topk_rows, generation_stats& stats) override;
+    // Resets the drafter's cache and S (S = the prompt ids), starts the worker thread.
+    void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
+               generation_stats& stats) override;
+    // The prompt's rows seed S (the worker drafts nothing before the first propose()).
+    void observe(const prefill_rows& rows, generation_stats& stats) override;
     // acquire, then launch (see the top).
-    void propose(const std::vector<int32_t>& history, int max_n, rng& gen, proposal& out,
+    void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
                  generation_stats& stats) override;
     // Stages S's growth, then resolve (see the top).
-    void observe(const verify_outcome& v, generation_stats& stats) override;
+    void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override;
     // Stops and joins the worker (idempotent).
     void end() override;
 
@@ -152,12 +154,13 @@ private:
     uint64_t stream_seed(uint64_t tag, int k, int32_t bonus) const;
 
     generator_params params_;
-    neural_weights weights_;
+    std::shared_ptr<const neural_weights> weights_;
     std::unique_ptr<backend> backend_;  // n_threads_lent_ threads, n_threads_draft_ active but while lent
     int n_threads_draft_ = 1;           // the drafter's own threads; 0: no worker (see the top)
     int n_threads_lent_ = 1;            // n_threads_draft_ + the target's: the pool's size
     std::unique_ptr<kv_cache> cache_;
     std::unique_ptr<draft_vocab> vocab_;     // S over the drafter's head (null: full head); drafter state
+    std::unique_ptr<nanospec> nanospec_;     // S's rules when it grows (main thread)
     std::unique_ptr<neural_drafter> drafter_;
     std::unique_ptr<drafter> ngram_;         // fast backup
     kv_cache* target_cache_ = nullptr;       // set: hand drafted rows over to the target (all-layers self)
@@ -174,7 +177,6 @@ private:
     int hit_ = -1;                  // entry index of the last verdict's hit, -1 miss
     bool have_verdict_ = false;
     std::vector<int32_t> grow_pending_;   // ids staged for S, not yet handed to a job
-    std::vector<int32_t> topk_, emitted_; // observe()'s scratch
 
     // Drafter scratch (worker while busy, main while idle).
     token_dist q_tmp_;

@@ -83,7 +83,7 @@ protected:  // the pieces of the rules (tests/native builds section 2's lossy va
     // Samples y ~ (rho * p - q)+ / d_plus (q scattered, d_plus > 0).
     int32_t sample_residual(double rho, const token_dist& p, double d_plus, rng& gen) const;
     // y ~ norm((rho p - q)+), falling back to p when the residual has no mass (p == q up to rounding:
-    // unreachable in exact arithmetic, see verify_token.cpp).
+    // unreachable in exact arithmetic, see speculative/verify/common.cpp).
     int32_t correction(double rho, const token_dist& p, const token_dist& q, rng& gen);
     void record_stats(const token_dist* p, const token_dist* q, int32_t gamma, int32_t n_accepted,
                       std::vector<verify_row_stats>& stats);

@@ -1,4 +1,4 @@
-// specgen._core.BatchEvaluator: the multi-sequence KV cache (model/kv_cache.h) and the ragged batched
+// specgen._testing.BatchEvaluator: the multi-sequence KV cache (model/kv_cache.h) and the ragged batched
 // forward (evaluator::forward_batch) over a loaded Generator's target model, with a private CPU
 // backend, for tests and tools (tests/test_batch_forward.py). The engine's scheduler owns its own.
 #include <nanobind/ndarray.h>
@@ -13,11 +13,11 @@
 #include "engine/generator.h"
 #include "model/batch.h"
 #include "model/kv_cache.h"
-#include "python/bindings.h"
+#include "testing_bindings.h"
 
 namespace nb = nanobind;
 
-namespace specgen::python {
+namespace specgen::testing {
 
 namespace {
 
@@ -118,4 +118,4 @@ void bind_batch(nb::module_& m) {
             nb::arg("hidden"), "Logits [n, n_vocab] of hidden rows [n, n_embd] (e.g. a solo run's).");
 }
 
-}  // namespace specgen::python
+}  // namespace specgen::testing

@@ -1,7 +1,9 @@
-// specgen._core.NanoSpecVocab: NanoSpec's in-context vocabulary and gathered draft head
-// (speculative/draft_vocab.h) over a loaded Generator's LM head, for tests and tools. The engine owns its
-// own sets inside the drafters; this object is a separate one over the same weights.
+// specgen._testing's speculation internals: NanoSpecVocab, NanoSpec's in-context vocabulary and gathered
+// draft head (speculative/draft_vocab.h) over a loaded Generator's LM head (the engine owns its own sets
+// inside the speculators; this object is a separate one over the same weights), top_ids, FR-Spec's
+// table reader and Saguaro's reweighting (tests/test_nanospec.py, tests/test_ssd.py).
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -9,13 +11,14 @@
 
 #include "common/error.h"
 #include "engine/generator.h"
-#include "python/bindings.h"
+#include "speculative/ssd/saguaro.h"
+#include "testing_bindings.h"
 #include "speculative/frspec_table.h"
 #include "speculative/draft_vocab.h"
 
 namespace nb = nanobind;
 
-namespace specgen::python {
+namespace specgen::testing {
 
 namespace {
 
@@ -51,7 +54,17 @@ int64_t topk_rows(const draft_vocab& v, const ids_array& a) {
 
 }  // namespace
 
-void bind_nanospec(nb::module_& m) {
+void bind_speculative(nb::module_& m) {
+    m.def(
+        "saguaro_reweight",
+        [](const std::vector<int32_t>& ids, const std::vector<float>& probs, int f, float c) {
+            token_dist q{ids, probs}, out;
+            saguaro_reweight(q, f, c, out);
+            return std::make_pair(out.ids, out.probs);
+        },
+        nb::arg("ids"), nb::arg("probs"), nb::arg("f"), nb::arg("c"),
+        "Saguaro sampling (docs/ALGORITHMS.md section 4.5): weight c on the f most probable tokens, renormalised. "
+        "Returns (ids, probs); the C++ function the SSD drafter samples from.");
     m.def("top_ids",
           [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits, int k) {
               if (k < 1 || size_t(k) > logits.shape(0)) throw invalid_argument_error("top_ids: k out of [1, len(logits)]");
@@ -129,4 +142,4 @@ void bind_nanospec(nb::module_& m) {
              nb::arg("hidden"), "Draft logits over S: [n, size], column k for ids[k].");
 }
 
-}  // namespace specgen::python
+}  // namespace specgen::testing

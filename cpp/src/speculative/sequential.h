@@ -1,0 +1,47 @@
+// The sequential speculator (docs/ALGORITHMS.md sections 1-3): one drafter that drafts on the engine
+// thread before each verification, its draft vocabulary S (NanoSpec grows it: speculative/nanospec.h;
+// FR-Spec keeps it static) and the adaptive draft length.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "speculative/speculator.h"
+
+namespace specgen {
+
+class draft_vocab;
+class nanospec;
+struct drafter;
+
+class sequential_speculator final : public speculator {
+public:
+    // params.draft: "ngram", "self" or a draft GGUF (t.draft when shared, else loaded here).
+    // deferred_seed: NanoSpec's prompt top-k waits for seed_prompt() (auto's self candidate).
+    sequential_speculator(const generator_params& params, const speculation_target& t, bool deferred_seed = false);
+    ~sequential_speculator() override;
+
+    void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
+               generation_stats& stats) override;
+    void observe(const prefill_rows& rows, generation_stats& stats) override;
+    void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
+                 generation_stats& stats) override;
+    void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override;
+
+    // NanoSpec deferred (deferred_seed): the prompt rows whose top-k waits, what the head costs per row
+    // as a share of the full head's, and seeding S from the last n of them now (nanospec::seed_waiting).
+    int waiting_prompt_rows() const;
+    double seed_share() const;
+    void seed_prompt(int n, generation_stats& stats);
+    void end() override;
+
+private:
+    float p_min_;
+    draft_length length_;
+    speculation_request request_;
+    std::shared_ptr<const neural_weights> weights_;  // a neural drafter's (null for ngram)
+    std::unique_ptr<draft_vocab> vocab_;             // S over the drafter's head, or null
+    std::unique_ptr<nanospec> nanospec_;             // S's rules when it grows
+    std::unique_ptr<drafter> drafter_;
+};
+
+}  // namespace specgen
