@@ -342,6 +342,9 @@ def test_cli_draft_head_flag(files, cli):
     assert plain_run.returncode == 0 and head_run.returncode == 0, head_run.stderr
     assert head_run.stdout == plain_run.stdout
     assert "EAGLE-3 head" in head_run.stderr
+    llama_spelling = subprocess.run(base + ["--spec-type", "draft-eagle3", "-md", files["reduced"]], capture_output=True,
+                                    text=True, timeout=120)
+    assert llama_spelling.returncode == 0 and llama_spelling.stdout == plain_run.stdout, llama_spelling.stderr
     missing = subprocess.run(base + ["--draft-head", str(files["dir"] / "none.gguf")], capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode != 0 and "draft head file" in missing.stderr and "Traceback" not in missing.stderr
