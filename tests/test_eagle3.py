@@ -348,3 +348,11 @@ def test_cli_draft_head_flag(files, cli):
     missing = subprocess.run(base + ["--draft-head", str(files["dir"] / "none.gguf")], capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode != 0 and "draft head file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_serve_draft_head_flag_replaces_the_default_drafter():
+    pytest.importorskip("fastapi")
+    from specgen.server import cli as serve_cli
+
+    kw = serve_cli.generator_kwargs(serve_cli.build_parser().parse_args(["-m", "t.gguf", "--draft-head", "h.gguf"]))
+    assert kw["draft_head"] == "h.gguf" and kw["draft_kind"] == "none"   # not the server's default auto
