@@ -117,7 +117,8 @@ def _head_weights(seed: int, own_embd_and_output: bool, target_output: np.ndarra
     return w
 
 
-def write_head(path, w: dict, layers=LAYERS, target_hidden=E, norm_before_residual=False, arch="eagle3") -> str:
+def write_head(path, w: dict, layers=LAYERS, target_hidden=E, norm_before_residual=False, arch="eagle3",
+               norm_before_fc=False) -> str:
     g = gguf.GGUFWriter(str(path), arch)
     g.add_context_length(512)
     g.add_embedding_length(E)
@@ -130,6 +131,8 @@ def write_head(path, w: dict, layers=LAYERS, target_hidden=E, norm_before_residu
     g.add_array(f"{arch}.target_layers", list(layers))
     g.add_uint32(f"{arch}.target_hidden_size", target_hidden)
     g.add_bool(f"{arch}.norm_before_residual", norm_before_residual)
+    if norm_before_fc:
+        g.add_bool(f"{arch}.norm_before_fc", True)
     for name, x in w.items():
         if name == "d2t":
             g.add_tensor(name, x, raw_dtype=gguf.GGMLQuantizationType.I64)
@@ -214,9 +217,13 @@ def files(tmp_path_factory):
     tw = _target_weights()
     V = tw["token_embd.weight"].shape[0]
     heads = {"reduced": _head_weights(11, True, tw["output.weight"]), "shared": _head_weights(12, False, tw["output.weight"])}
+    # norm_before_fc (EAGLE-3.1 heads): an RMSNorm (enc.output_norm) of the concatenated features before fc.
+    heads["fc_norm"] = dict(heads["reduced"], **{
+        "enc.output_norm.weight": np.random.default_rng(13).uniform(0.5, 1.5, 3 * E).astype(np.float32)})
     return {"target": write_target(d / "target.gguf", tw), "tw": tw, "hw": heads, "dir": d,
             "reduced": write_head(d / "head-reduced.gguf", heads["reduced"]),
-            "shared": write_head(d / "head-shared.gguf", heads["shared"], norm_before_residual=True)}
+            "shared": write_head(d / "head-shared.gguf", heads["shared"], norm_before_residual=True),
+            "fc_norm": write_head(d / "head-fc-norm.gguf", heads["fc_norm"], norm_before_fc=True)}
 
 
 @pytest.fixture(scope="module")
@@ -227,12 +234,12 @@ def plain(files):
 
 
 # --- the forward against PyTorch -----------------------------------------------------------------------
-@pytest.mark.parametrize("variant", ["reduced", "shared"])
+@pytest.mark.parametrize("variant", ["reduced", "shared", "fc_norm"])
 def test_head_forward_matches_pytorch(files, plain, variant):
     tw, hw = files["tw"], files["hw"][variant]
     head = _testing.Eagle3Head(plain._core, files[variant])
     assert head.target_layers == LAYERS
-    if variant == "reduced":
+    if "d2t" in hw:
         assert head.d2t == hw["d2t"].tolist()
     else:
         assert head.d2t == list(range(tw["output.weight"].shape[0]))
@@ -245,7 +252,8 @@ def test_head_forward_matches_pytorch(files, plain, variant):
     assert err_f < 2e-4 * float(want_f.abs().max()), err_f
 
     g = head.fuse(features)
-    err_g = float((torch.from_numpy(g).double() - _t(features) @ _t(hw["fc.weight"]).T).abs().max())
+    fc_in = _rms(_t(features), hw["enc.output_norm.weight"]) if variant == "fc_norm" else _t(features)
+    err_g = float((torch.from_numpy(g).double() - fc_in @ _t(hw["fc.weight"]).T).abs().max())
     assert err_g < 1e-4, err_g
 
     # Rows (t_{P+1}, g_P): the shifted pairs the speculator writes.
