@@ -12,7 +12,8 @@
 // (speculative/target_head.h) and its slot's prefix state, which it may keep between requests.
 // Implementations: the sequential speculator (any drafter, drafting on the engine thread:
 // speculative/sequential.h), SSD (speculative/ssd/ssd.h: drafts round t+1 while the target verifies
-// round t) and auto (speculative/auto/auto_speculator.h: picks one of two sequential ones per round).
+// round t), auto (speculative/auto/auto_speculator.h: picks one of two sequential ones per round) and
+// EAGLE-3 (speculative/eagle3.h: a draft head over the target layers' inputs the engine hands over).
 //
 // Control flows one way: engine -> speculator -> head service. Every call runs on the engine thread.
 #pragma once
