@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -408,6 +408,33 @@ class Generator:
         """Next-token logits at every position of ``tokens`` (a fresh context): float32 [n, n_vocab].
         ``batch_size`` tokens go through each forward pass; the result does not depend on it."""
         return self._g.logits(self._token_ids(tokens, "logits"), _check_int("batch_size", batch_size, 1, 2**31 - 1))
+
+    def hidden_states(self, tokens: Sequence[int], layers: Sequence[int], batch_size: int = 128,
+                      final: bool = False) -> Union[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+        """The target's hidden states over ``tokens`` (a fresh context), as an EAGLE-3 head reads them
+        (docs/DESIGN.md section 4.1): float32 [n_tokens, len(layers), n_embd], the residual stream
+        entering each of ``layers`` (layer 0: the embedding, scaled as the model scales it). They come
+        from the capture the EAGLE-3 speculator's rows use, so a head trained on them drafts on the
+        same numbers. ``final=True`` also returns the output-normed rows the LM head reads, [n_tokens,
+        n_embd]. Bad tokens or layers raise InvalidParameterError; more tokens than n_ctx
+        ContextOverflowError."""
+        ids = self._token_ids(tokens, "hidden_states")
+        if not ids:
+            raise InvalidParameterError("hidden_states needs at least one token")
+        if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+            raise InvalidParameterError(f"hidden_states: layers must be a sequence of layer indices, got {layers!r}")
+        n_layer = self._g.n_layer
+        wanted = []
+        for layer in layers:
+            if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+                raise InvalidParameterError(f"hidden_states: layers must be integers, got {layer!r}")
+            if not 0 <= int(layer) < n_layer:
+                raise InvalidParameterError(f"hidden_states: layer {int(layer)} is outside the target's layers [0, {n_layer})")
+            wanted.append(int(layer))
+        if not wanted:
+            raise InvalidParameterError("hidden_states needs at least one layer")
+        features, final_rows = self._g.hidden_states(ids, wanted, _check_int("batch_size", batch_size, 1, 2**31 - 1))
+        return (features, final_rows) if final else features
 
     # -- generation -----------------------------------------------------------------------------
     def generate(

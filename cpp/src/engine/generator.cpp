@@ -82,6 +82,47 @@ std::vector<float> generator::logits(const std::vector<int32_t>& tokens, int bat
     return out;
 }
 
+generator::hidden_states_result generator::hidden_states(const std::vector<int32_t>& tokens,
+                                                         const std::vector<int>& layers, int batch_size) {
+    if (batch_size < 1) throw invalid_argument_error("batch_size must be >= 1");
+    if (tokens.empty()) throw invalid_argument_error("hidden_states() needs at least one token");
+    if (layers.empty()) throw invalid_argument_error("hidden_states() needs at least one layer");
+    const int n_layer = model_->hp().n_layer;
+    for (int il : layers)
+        if (il < 0 || il >= n_layer)
+            throw invalid_argument_error("layer " + std::to_string(il) + " is outside the target's layers [0, " +
+                                         std::to_string(n_layer) + ")");
+    if (int64_t(tokens.size()) > params_.n_ctx)
+        throw context_overflow_error(std::to_string(tokens.size()) + " tokens exceed n_ctx = " + std::to_string(params_.n_ctx));
+    for (int32_t t : tokens)
+        if (t < 0 || t >= n_vocab()) throw invalid_argument_error("token id " + std::to_string(t) + " out of range [0, " + std::to_string(n_vocab()) + ")");
+    const int n = int(tokens.size());
+    const size_t E = size_t(model_->hp().n_embd), width = layers.size() * E;
+    kv_cache fresh(model_->hp(), n, 1, cache_->type_k(), cache_->type_v());
+    // The engine's evaluator, between its steps (as logits()): its capture list is the speculators'
+    // (an EAGLE-3 head's layers), so it is put back before the lock is released.
+    std::lock_guard<std::mutex> step(sched_->step_mutex());
+    fresh.allocate(*backend_);
+    const std::vector<int> engine_capture = eval_->captured_layers();
+    hidden_states_result out;
+    out.features.resize(size_t(n) * width);
+    out.final_hidden.resize(size_t(n) * E);
+    try {
+        eval_->capture_layers(layers);
+        for (int i = 0; i < n; i += batch_size) {
+            const int m = std::min(batch_size, n - i);
+            eval_->forward(fresh, tokens.data() + i, m, i, n_layer);
+            backend_->download(out.features.data() + size_t(i) * width, eval_->features(), size_t(m) * width * sizeof(float));
+            backend_->download(out.final_hidden.data() + size_t(i) * E, eval_->hidden(), size_t(m) * E * sizeof(float));
+        }
+    } catch (...) {
+        eval_->capture_layers(engine_capture);
+        throw;
+    }
+    eval_->capture_layers(engine_capture);
+    return out;
+}
+
 std::unique_ptr<request> generator::start(const std::vector<int32_t>& prompt, const generate_params& params) {
     params.validate();
     auto s = std::make_unique<sequence>(*target_, prompt, params);  // checks the prompt

@@ -60,6 +60,19 @@ public:
     // forward passes of batch_size tokens (results do not depend on it: batch invariance).
     std::vector<float> logits(const std::vector<int32_t>& tokens, int batch_size = 128);
 
+    // The target's hidden states over `tokens` in a fresh context, as an EAGLE-3 head reads them
+    // (docs/DESIGN.md section 4.1): `features` [n, layers.size() * n_embd] holds the residual stream
+    // entering each listed layer (layer 0: the scaled embedding), captured by the same
+    // evaluator::capture_layers the speculator's rows come from, so training and drafting see the
+    // same numbers; `final_hidden` [n, n_embd] the output-normed rows the LM head reads. Throws
+    // invalid_argument_error for no tokens, an id outside the vocabulary, no layers or a layer
+    // outside [0, n_layer); context_overflow_error past n_ctx.
+    struct hidden_states_result {
+        std::vector<float> features, final_hidden;
+    };
+    hidden_states_result hidden_states(const std::vector<int32_t>& tokens, const std::vector<int>& layers,
+                                       int batch_size = 128);
+
     // Submits a request; the engine prefills and decodes it (read it with request::step()). It
     // waits for a slot in the queue (engine/scheduler.h). Throws context_overflow_error when the
     // prompt does not fit, queue_full_error when every slot is busy and the queue is full.

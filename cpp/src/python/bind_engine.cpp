@@ -99,6 +99,24 @@ void bind_engine(nb::module_& m) {
                  return nb::ndarray<nb::numpy, float, nb::ndim<2>>(out->data(), 2, shape, owner);
              },
              nb::arg("tokens"), nb::arg("batch_size") = 128)
+        .def("hidden_states",
+             [](generator& g, const std::vector<int32_t>& tokens, const std::vector<int>& layers, int batch_size) {
+                 auto* out = new generator::hidden_states_result;
+                 try {
+                     nb::gil_scoped_release release;
+                     *out = g.hidden_states(tokens, layers, batch_size);
+                 } catch (...) {
+                     delete out;
+                     throw;
+                 }
+                 nb::capsule owner(out, [](void* p) noexcept { delete static_cast<generator::hidden_states_result*>(p); });
+                 const size_t n = tokens.size(), E = size_t(g.target().hp().n_embd);
+                 size_t f_shape[3] = {n, layers.size(), E}, h_shape[2] = {n, E};
+                 return nb::make_tuple(nb::ndarray<nb::numpy, float, nb::ndim<3>>(out->features.data(), 3, f_shape, owner),
+                                       nb::ndarray<nb::numpy, float, nb::ndim<2>>(out->final_hidden.data(), 2, h_shape, owner));
+             },
+             nb::arg("tokens"), nb::arg("layers"), nb::arg("batch_size") = 128,
+             "(features [n, len(layers), n_embd]: the inputs of those layers; final [n, n_embd]: the output-normed rows).")
         .def_prop_ro("n_vocab", &generator::n_vocab)
         .def_prop_ro("n_ctx", &generator::n_ctx)
         .def_prop_ro("bos_id", [](const generator& g) { return g.tok().bos_id(); })
