@@ -1,0 +1,44 @@
+"""Writes a trained head as llama.cpp's eagle3 GGUF (the layout speculative/drafters/eagle3_head.h loads):
+the llama keys under "eagle3.", eagle3.target_layers / target_hidden_size / norm_before_residual /
+norm_before_fc, the head's tensors, and d2t as absolute target ids (I64). token_embd is left out: the
+loader falls back to the target's, which is what the head was trained on."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from specgen.train.head import Eagle3Head
+
+ARCH = "eagle3"
+
+
+def write_head_gguf(path: os.PathLike, head: Eagle3Head, d2t: np.ndarray, n_ctx: int = 4096) -> str:
+    import gguf
+
+    cfg = head.cfg
+    w = gguf.GGUFWriter(os.fspath(path), ARCH)
+    w.add_name("specgen EAGLE-3 head")
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(cfg.n_embd)
+    w.add_block_count(1)
+    w.add_feed_forward_length(cfg.n_ff)
+    w.add_head_count(cfg.n_head)
+    w.add_head_count_kv(cfg.n_head_kv)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_layer_norm_rms_eps(cfg.eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_array(f"{ARCH}.target_layers", [int(x) for x in cfg.target_layers])
+    w.add_uint32(f"{ARCH}.target_hidden_size", cfg.target_hidden)
+    w.add_bool(f"{ARCH}.norm_before_residual", cfg.norm_before_residual)
+    w.add_bool(f"{ARCH}.norm_before_fc", cfg.norm_before_fc)
+    for name, x in head.gguf_tensors().items():
+        w.add_tensor(name, x)
+    w.add_tensor("d2t", np.asarray(d2t, dtype=np.int64), raw_dtype=gguf.GGMLQuantizationType.I64)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return os.fspath(path)

@@ -1,0 +1,134 @@
+"""The training loop: windows of self-distilled sequences, the head unrolled ``ttt_steps`` steps on its
+own hidden states (unroll.py), cross-entropy against the target's next tokens over the reduced vocabulary
+(rows whose next token is outside it, or was the prompt's rather than the target's, carry no loss),
+step j weighted ``step_decay ** j`` (later steps are harder and rarer), AdamW."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from specgen.train.checkpoint import TrainState
+from specgen.train.data import DistillData
+from specgen.train.head import Eagle3Head
+from specgen.train.unroll import unrolled_logits
+from specgen.train.vocab import target_to_draft
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 200              # total optimizer steps (a resumed run continues up to it)
+    batch_size: int = 4           # windows per step
+    seq_len: int = 128            # tokens per window
+    ttt_steps: int = 3            # training-time test: steps the head is unrolled
+    step_decay: float = 0.8
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    seed: int = 0
+    save_every: int = 50          # checkpoint period (steps); the last step is always saved
+
+
+def make_optimizer(head: Eagle3Head, cfg: TrainConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+class Batches:
+    """Random windows of the data as the head's training rows (row P: (t_{P+1}, features at P) -> t_{P+2})."""
+
+    def __init__(self, data: DistillData, embedding: Callable[[np.ndarray], np.ndarray], d2t: np.ndarray,
+                 n_vocab: int, cfg: TrainConfig):
+        self.data, self.cfg = data, cfg
+        self.ids = np.unique(data.tokens)
+        self.table = torch.from_numpy(embedding(self.ids))          # [n_used, H]: the target's rows, frozen
+        self.t2d = target_to_draft(d2t, n_vocab)
+        lengths = np.diff(data.offsets)
+        self.usable = np.flatnonzero(lengths >= 3)                  # a row and its label need 3 tokens
+
+    def sample(self, rng: np.random.Generator):
+        cfg, B = self.cfg, self.cfg.batch_size
+        picks = rng.choice(self.usable, size=B)
+        L = min(cfg.seq_len, int(max(np.diff(self.data.offsets)[picks])))
+        n = L - 1
+        F = self.data.features.shape[1] * self.data.features.shape[2]
+        emb_idx = np.zeros((B, n), dtype=np.int64)
+        feats = np.zeros((B, n, F), dtype=np.float32)
+        labels = np.full((B, n), -100, dtype=np.int64)
+        for b, i in enumerate(picks):
+            tokens, features, n_prompt = self.data.sequence(int(i))
+            start = int(rng.integers(0, max(1, len(tokens) - L + 1)))
+            w = tokens[start:start + L]
+            m = len(w) - 1
+            emb_idx[b, :m] = np.searchsorted(self.ids, w[1:])
+            feats[b, :m] = features[start:start + m].reshape(m, F)
+            if m >= 2:
+                target_rows = np.arange(2, m + 1) + start >= n_prompt   # t_{P+2} chosen by the target
+                lab = self.t2d[w[2:]]
+                labels[b, :m - 1] = np.where(target_rows & (lab >= 0), lab, -100)
+        return self.table[torch.from_numpy(emb_idx)], torch.from_numpy(feats), torch.from_numpy(labels)
+
+
+def train_step(state: TrainState, batches: Batches, cfg: TrainConfig, rng: np.random.Generator) -> Optional[float]:
+    """One AdamW step; returns the weighted loss (None when the batch had no labelled row)."""
+    embeds, feats, labels = batches.sample(rng)
+    head = state.head
+    logits = unrolled_logits(head, embeds, head.fuse(feats), cfg.ttt_steps)
+    total, weight = 0.0, 0.0
+    rows = torch.arange(labels.shape[1])
+    for j, lj in enumerate(logits):
+        lab = labels.masked_fill((rows < j)[None, :], -100)
+        if not bool((lab >= 0).any()):
+            continue
+        w = cfg.step_decay ** j
+        total = total + w * torch.nn.functional.cross_entropy(lj.reshape(-1, lj.shape[-1]), lab.reshape(-1),
+                                                              ignore_index=-100)
+        weight += w
+    if weight == 0.0:
+        return None
+    loss = total / weight
+    state.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+    state.optimizer.step()
+    return float(loss.detach())
+
+
+def train(state: TrainState, batches: Batches, cfg: TrainConfig, checkpoint_path=None, show_progress=None) -> TrainState:
+    """Runs steps state.step .. cfg.steps - 1, saving a checkpoint every cfg.save_every steps and at the end.
+    The batch order depends on (seed, step) only, so a resumed run sees the batches an unbroken one would."""
+    from tqdm import tqdm
+
+    if show_progress is None:
+        show_progress = sys.stderr.isatty()
+    torch.manual_seed(cfg.seed)
+    bar = tqdm(total=cfg.steps, initial=state.step, disable=not show_progress, unit="step", dynamic_ncols=True)
+    while state.step < cfg.steps:
+        rng = np.random.default_rng([cfg.seed, state.step])
+        loss = train_step(state, batches, cfg, rng)
+        state.step += 1
+        if loss is not None:
+            state.losses.append(loss)
+            bar.set_postfix(loss=f"{loss:.3f}")
+        bar.update(1)
+        if checkpoint_path is not None and (state.step % cfg.save_every == 0 or state.step == cfg.steps):
+            state.save(checkpoint_path)
+    bar.close()
+    return state
+
+
+def plot_losses(losses, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(np.arange(1, len(losses) + 1), losses, lw=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (weighted cross-entropy)")
+    ax.set_title("EAGLE-3 head training")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
