@@ -15,6 +15,7 @@ import torch
 import specgen
 from specgen import _testing
 from specgen.errors import InvalidParameterError
+from specgen.train.head import Eagle3Head, HeadConfig, causal_attention, rms_norm
 
 from hostile_gguf import tiny_vocab
 from sampling_fit import goodness_of_fit, joint_two_tokens
@@ -145,38 +146,17 @@ def write_head(path, w: dict, layers=LAYERS, target_hidden=E, norm_before_residu
     return str(path)
 
 
-# --- the PyTorch reference ---------------------------------------------------------------------------
+# --- the PyTorch reference (specgen.train.head: the trainer's forward is the reference) -------------------
 def _t(x):
     return torch.from_numpy(np.asarray(x, dtype=np.float32)).double()
 
 
 def _rms(x, w):
-    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + EPS) * _t(w)
-
-
-def _rope(x, pos):
-    """llama.cpp's normal RoPE on GGUF's permuted q/k: adjacent pairs (2i, 2i+1) rotated by pos * base^(-2i/d)."""
-    d = x.shape[-1]
-    inv = ROPE_BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    ang = pos[:, None].double() * inv[None, :]
-    cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
-    a, b = x[..., 0::2], x[..., 1::2]
-    out = torch.empty_like(x)
-    out[..., 0::2], out[..., 1::2] = a * cos - b * sin, a * sin + b * cos
-    return out
+    return rms_norm(x, _t(w), EPS)
 
 
 def _attention(x_in, wq, wk, wv, wo, pos):
-    n = x_in.shape[0]
-    q = _rope((x_in @ _t(wq).T).view(n, N_HEAD, HEAD_DIM), pos)
-    k = _rope((x_in @ _t(wk).T).view(n, N_HEAD_KV, HEAD_DIM), pos)
-    v = (x_in @ _t(wv).T).view(n, N_HEAD_KV, HEAD_DIM)
-    rep = N_HEAD // N_HEAD_KV
-    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-    s = torch.einsum("ihd,jhd->hij", q, k) / np.sqrt(HEAD_DIM)
-    s = s.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
-    a = torch.einsum("hij,jhd->ihd", torch.softmax(s, -1), v).reshape(n, -1)
-    return a @ _t(wo).T
+    return causal_attention(x_in, _t(wq), _t(wk), _t(wv), _t(wo), pos, N_HEAD, N_HEAD_KV, HEAD_DIM, ROPE_BASE)
 
 
 def reference_target_features(w: dict, tokens) -> torch.Tensor:
@@ -195,19 +175,23 @@ def reference_target_features(w: dict, tokens) -> torch.Tensor:
     return torch.cat([kept[l] for l in LAYERS], dim=1)
 
 
+def reference_head_module(hw: dict, tw: dict, norm_before_residual=False) -> Eagle3Head:
+    """The trainer's Eagle3Head holding a test head's tensors (the target's LM head when it has none), float64."""
+    tensors = dict(hw)
+    tensors.setdefault("output.weight", tw["output.weight"])
+    cfg = HeadConfig(n_embd=E, n_head=N_HEAD, n_head_kv=N_HEAD_KV, head_dim=HEAD_DIM, n_ff=D_FF,
+                     n_draft_vocab=tensors["output.weight"].shape[0], target_hidden=E, target_layers=list(LAYERS),
+                     eps=EPS, rope_base=ROPE_BASE, norm_before_residual=norm_before_residual,
+                     norm_before_fc="enc.output_norm.weight" in hw)
+    return Eagle3Head.from_gguf_tensors(cfg, tensors, torch.float64)
+
+
 def reference_head(hw: dict, tw: dict, tokens, g, norm_before_residual=False):
     """llama.cpp's eagle3 decoder over rows (tokens[i], g[i]) at positions 0..n-1: (pre-norm h, logits)."""
-    pos = torch.arange(len(tokens))
+    head = reference_head_module(hw, tw, norm_before_residual)
     embd = hw.get("token_embd.weight", tw["token_embd.weight"])
-    e = _rms(_t(embd)[torch.tensor(tokens)], hw["blk.0.attn_norm.weight"])
-    gn = _rms(g, hw["blk.0.attn_norm_2.weight"])
-    r = _attention(torch.cat([e, gn], dim=1), hw["blk.0.attn_q.weight"], hw["blk.0.attn_k.weight"],
-                   hw["blk.0.attn_v.weight"], hw["blk.0.attn_output.weight"], pos) + (gn if norm_before_residual else g)
-    x = _rms(r, hw["blk.0.ffn_norm.weight"])
-    h = r + (torch.nn.functional.silu(x @ _t(hw["blk.0.ffn_gate.weight"]).T) * (x @ _t(hw["blk.0.ffn_up.weight"]).T)) \
-        @ _t(hw["blk.0.ffn_down.weight"]).T
-    out = hw.get("output.weight", tw["output.weight"])
-    return h, _rms(h, hw["output_norm.weight"]) @ _t(out).T
+    with torch.no_grad():
+        return head(_t(embd)[torch.tensor(tokens)], g)
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
@@ -252,8 +236,9 @@ def test_head_forward_matches_pytorch(files, plain, variant):
     assert err_f < 2e-4 * float(want_f.abs().max()), err_f
 
     g = head.fuse(features)
-    fc_in = _rms(_t(features), hw["enc.output_norm.weight"]) if variant == "fc_norm" else _t(features)
-    err_g = float((torch.from_numpy(g).double() - fc_in @ _t(hw["fc.weight"]).T).abs().max())
+    with torch.no_grad():
+        want_g = reference_head_module(hw, tw).fuse(_t(features))
+    err_g = float((torch.from_numpy(g).double() - want_g).abs().max())
     assert err_g < 1e-4, err_g
 
     # Rows (t_{P+1}, g_P): the shifted pairs the speculator writes.
