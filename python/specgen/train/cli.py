@@ -129,10 +129,14 @@ def run(args) -> int:
     else:
         prompts = read_prompts(args.prompts)
         say(f"generating continuations of {len(prompts)} prompts ({args.max_tokens} tokens each)")
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(prompts), unit="prompt", disable=args.quiet or not sys.stderr.isatty(), dynamic_ncols=True)
         with specgen.Generator(args.model, n_ctx=args.n_ctx, n_parallel=args.n_parallel,
                                n_threads=args.threads or None) as g:
             data = generate_data(g, prompts, layers, max_tokens=args.max_tokens, temperature=args.temperature,
-                                 seed=args.seed, batch=4 * args.n_parallel)
+                                 seed=args.seed, batch=4 * args.n_parallel, progress=bar.update)
+        bar.close()
         data.save(args.data)
         say(f"data: {data.n_sequences} sequences, {len(data.tokens)} tokens -> {args.data}")
 
