@@ -19,7 +19,6 @@ from specgen import _testing  # noqa: E402
 from specgen.errors import ContextOverflowError, InvalidParameterError  # noqa: E402
 from specgen.train import cli  # noqa: E402
 from specgen.train.checkpoint import load_state  # noqa: E402
-from specgen.train.head import Eagle3Head, HeadConfig  # noqa: E402
 from specgen.train.unroll import unrolled_logits  # noqa: E402
 from specgen.train.vocab import d2t_offsets, reduced_vocabulary, target_to_draft  # noqa: E402
 
