@@ -185,9 +185,14 @@ def test_resume_continues_from_the_checkpoint(tiny, trained):
     assert os.path.getsize(resumed) > 0
 
 
+def _specgen_path(*first):
+    """PYTHONPATH for a child that imports the specgen this test imported (a checkout's or the installed one)."""
+    parts = [str(p) for p in first] + [os.path.dirname(os.path.dirname(os.path.abspath(specgen.__file__)))]
+    return os.pathsep.join(parts + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+
+
 def _run_cli(*args):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "python"),
-                                                       os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=_specgen_path())
     return subprocess.run([sys.executable, "-m", "specgen.train.cli", *args], capture_output=True, text=True,
                           timeout=120, env=env)
 
@@ -211,3 +216,18 @@ def test_cli_errors_are_one_line_and_exit_2(tiny, args, message):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("specgen-train-draft: error: "), r.stderr
     assert message in lines[0]
+
+
+@pytest.mark.parametrize("blocked,flags,message", [
+    ("torch", [], "torch is needed for training: pip install 'specgen[train]'"),
+    ("matplotlib", ["--plot", "loss.png"], "--plot needs matplotlib"),
+])
+def test_cli_without_its_extra(tiny, tmp_path, blocked, flags, message):
+    from test_entry_points import blocker
+
+    env = dict(os.environ, PYTHONPATH=_specgen_path(blocker(tmp_path, blocked)))
+    r = subprocess.run([sys.executable, "-m", "specgen.train.cli", "--model", tiny["target"], "--out",
+                        str(tmp_path / "h.gguf"), *flags], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specgen-train-draft: error: ") and message in lines[0], r.stderr

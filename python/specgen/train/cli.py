@@ -70,6 +70,13 @@ def _parse_layers(text: str) -> List[int]:
     return layers
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
 def _check(args) -> None:
     """Everything that can be checked before work starts."""
     if not os.path.isfile(args.model):
@@ -92,9 +99,9 @@ def _check(args) -> None:
     if args.resume and not os.path.isfile(args.checkpoint):
         raise UsageError(f"--resume: no checkpoint at {args.checkpoint}")
     for module, why in (("torch", "training"), ("gguf", "reading the target and writing the head"), ("tqdm", "progress")):
-        if importlib.util.find_spec(module) is None:
+        if not _installed(module):
             raise UsageError(f"{module} is needed for {why}: pip install 'specgen[train]'")
-    if args.plot and importlib.util.find_spec("matplotlib") is None:
+    if args.plot and not _installed("matplotlib"):
         raise UsageError("--plot needs matplotlib: pip install 'specgen[train]'")
 
 
