@@ -19,6 +19,9 @@ struct cost_model {
     double body_row = 0;            // the target's layers over one row (a self-drafter body row)
     double head_per_id = 0;         // the head over one row and one id of a subset S (NanoSpec) per id
     double head_subset_base = 0;    // the subset head's fixed cost per row
+    // The costs are taken as exact: no correction by the measured round times (a cost model file with
+    // "exact": 1; reproducible choices whatever the machine's load, as the policy tests need).
+    bool exact = false;
 
     bool valid() const { return !verify.empty() && verify.size() == head_full.size() && body_row > 0; }
     // T(R) and the head over R rows, extrapolated linearly past the measured R.
