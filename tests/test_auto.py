@@ -246,15 +246,14 @@ def test_first_token_waits_for_no_drafter_forward(model_path, plain_tokens, tmp_
     _costs(tmp_path, monkeypatch, 1e-6)
     g = _auto(model_path, monkeypatch)
     try:
-        gen, _ = g._start(PROMPTS[0], max_tokens=N, temperature=0)
-        while not gen.tokens:
-            gen.step()
-        first = gen.stats()
+        request = g._start(PROMPTS[0], max_tokens=N, temperature=0)
+        while not request.tokens:
+            request.poll()
+        first = request.current_stats()
         assert first["auto_method"] in (0, 1) and first["nanospec_prefill_seconds"] == 0
-        while not gen.done:
-            gen.step()
-        assert gen.stats()["nanospec_prefill_seconds"] > 0
-        assert gen.tokens == plain_tokens[0]
+        request.wait()
+        assert request.stats["nanospec_prefill_seconds"] > 0
+        assert request.tokens == plain_tokens[0]
     finally:
         g.close()
 
@@ -281,14 +280,13 @@ def test_seeding_pays_for_a_short_request(model_path, plain_tokens, tmp_path, mo
     g = _auto(model_path, monkeypatch)
     try:
         for i, max_tokens in ((0, 3), (1, N)):  # other prompts: a cached prompt's rows are seeded already
-            gen, _ = g._start(PROMPTS[i], max_tokens=max_tokens, temperature=0)
+            request = g._start(PROMPTS[i], max_tokens=max_tokens, temperature=0)
             methods = set()
-            while not gen.done:
-                gen.step()
-                methods.add(gen.stats()["auto_method"])
+            for _ in request.events():
+                methods.add(request.current_stats()["auto_method"])
             assert 2 in methods, (max_tokens, methods)  # self-drafter rounds ran
-            assert gen.stats()["nanospec_prefill_seconds"] > 0, max_tokens
-            assert gen.tokens == plain_tokens[i][:max_tokens]
+            assert request.stats["nanospec_prefill_seconds"] > 0, max_tokens
+            assert request.tokens == plain_tokens[i][:max_tokens]
     finally:
         g.close()
 
