@@ -127,7 +127,8 @@ def generator_kwargs(ns: argparse.Namespace, default_draft: str = "none",
     elif kind == "model":
         raise ValueError("--draft model needs the draft GGUF: -md PATH")
     else:
-        kw["draft_kind"] = kind or default_draft
+        # An EAGLE-3 head drafts by itself: no default drafter next to it.
+        kw["draft_kind"] = kind or ("none" if kw.get("draft_head") else default_draft)
     return kw
 
 

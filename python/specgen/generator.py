@@ -164,6 +164,11 @@ class Generator:
     vocabulary under 32768 ids: over the full head). Both stay lossless. With ``draft="self"`` and all layers,
     verification reuses the drafter's hidden states (``reuse_draft_hidden``) and runs only the head.
 
+    EAGLE-3 (``draft_head="head.gguf"``, llama.cpp's eagle3 layout): a one-layer draft head reads the
+    target's hidden states at three layers and drafts over its own reduced vocabulary (mapped to target
+    ids); lossless, with ``draft_kind`` left at none and no ssd / nanospec / frspec (docs/DESIGN.md
+    section 4.1).
+
     ``device`` is "cpu", "cuda" or "cuda:N": on CUDA the weights, KV caches and activations live in
     device memory and sampling/verification run on the host on downloaded logits. A build without
     CUDA, or a machine without a device, raises DeviceError.
@@ -176,6 +181,7 @@ class Generator:
         draft: Optional[Union[str, os.PathLike]] = None,
         draft_kind: Optional[str] = None,
         draft_model: Optional[Union[str, os.PathLike]] = None,
+        draft_head: Optional[Union[str, os.PathLike]] = None,
         n_ctx: Optional[int] = None,
         n_threads: Optional[int] = None,
         n_threads_draft: Optional[int] = None,
@@ -216,7 +222,7 @@ class Generator:
             raise InvalidParameterError("pass either model or model_path, not both")
         if model is None:
             model = model_path
-        for name, ref in (("model", model), ("draft", draft), ("draft_model", draft_model)):
+        for name, ref in (("model", model), ("draft", draft), ("draft_model", draft_model), ("draft_head", draft_head)):
             if ref is not None and not isinstance(ref, (str, os.PathLike)):
                 raise InvalidParameterError(f"{name} must be a path, a Hub reference or None, got {type(ref).__name__}")
         device = "cpu" if device is None else device
@@ -245,6 +251,8 @@ class Generator:
                 setattr(p, name, _param(name, value))
         # FR-Spec's frequency table (read only when frspec > 0).
         p.frspec_path = str(frspec_path) if frspec_path is not None else default_frspec_table()
+        if draft_head is not None:
+            p.draft_head = os.fspath(draft_head)
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
         # a draft model is looked up.
         p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))
@@ -256,6 +264,7 @@ class Generator:
         self.model_path = p.model_path
         self.device = device
         self.draft = draft if draft is not None else (None if kind == "none" else (draft_ref or kind))
+        self.draft_head = None if draft_head is None else os.fspath(draft_head)
         self.draft_kind = kind
         self._core = _core.Generator(p)
 

@@ -63,6 +63,9 @@ const std::vector<param_spec> kSpecs = {
      "--draft", G::speculative},
     {"draft_model", S::generator, T::text, 0, 0, false, "", "", "draft GGUF with the target's vocabulary (draft_kind model)",
      "-md|--model-draft", G::speculative},
+    {"draft_head", S::generator, T::text, 0, 0, false, "", "",
+     "EAGLE-3 draft head GGUF (llama.cpp's eagle3 layout) drafting from the target's hidden states",
+     "--draft-head", G::speculative},
     {"verify", S::generator, T::choice, 0, 0, false, "token|block", "block",
      "verification: token-wise rejection sampling or block/hierarchical (HSD)", "--verify", G::speculative},
     {"draft_max", S::generator, T::integer, 1, 64, false, "", "8", "gamma: most tokens drafted per round",
@@ -327,6 +330,9 @@ void generator_params::validate() const {
         expect.set_draft(draft_type, draft_model);
         require(expect.draft == draft, "draft ('" + draft + "') disagrees with draft_kind " + draft_kind_name(draft_type));
     }
+    require(draft_head.empty() || (draft.empty() && !ssd && !nanospec && frspec == 0),
+            "draft_head drafts with an EAGLE-3 head: leave draft_kind none and ssd, nanospec and frspec off (got draft '" +
+                std::string(draft.empty() ? "none" : draft) + "')");
     const bool automatic = draft == "auto";
     require(!automatic || (!ssd && !nanospec && frspec == 0),
             "draft_kind auto chooses the drafter and its head itself: leave ssd, nanospec and frspec off");

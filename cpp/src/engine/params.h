@@ -55,6 +55,9 @@ struct generator_params {
     draft_kind draft_type = draft_kind::none;
     std::string draft_model;      // the draft GGUF when draft_type == model
     std::string draft;
+    // An EAGLE-3 draft head GGUF (llama.cpp's eagle3 layout, speculative/eagle3.h): drafts from the
+    // target's hidden states; excludes draft_kind (none), ssd, nanospec and frspec.
+    std::string draft_head;
     verify_mode verify = verify_mode::block;
     int32_t draft_max = 8;        // gamma: most tokens drafted per round
     int32_t draft_min = 0;        // rounds with fewer drafted tokens fall back to plain decoding

@@ -9,6 +9,7 @@
 #include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
 #include "speculative/drafters/neural.h"
+#include "speculative/eagle3.h"
 #include "speculative/nanospec.h"
 #include "speculative/ssd/ssd.h"
 
@@ -82,6 +83,7 @@ std::unique_ptr<speculator> make_speculator(const generator_params& params, cons
     if (params.ssd && t.seq != 0)
         throw invalid_argument_error("ssd runs one sequence at a time: it needs n_parallel = 1");
     if (params.ssd) return std::make_unique<ssd_speculator>(params, t);
+    if (!params.draft_head.empty()) return std::make_unique<eagle3_speculator>(params, t);
     if (params.draft.empty()) return nullptr;
     if (params.draft == "auto") return make_auto_speculator(params, t);
     return std::make_unique<sequential_speculator>(params, t);
@@ -93,11 +95,17 @@ speculator_factory::speculator_factory(const generator_params& params, const mod
     // candidates; ngram and plain decoding have none).
     if (!params.draft.empty() && params.draft != "ngram" && params.draft != "auto")
         draft_ = load_neural_weights(params, target, tok);
+    if (!params.draft_head.empty()) eagle3_ = load_eagle3_head(params.draft_head, target);
 }
 
 std::unique_ptr<speculator> speculator_factory::make(speculation_target t) const {
     t.draft = draft_;
+    t.eagle3 = eagle3_;
     return make_speculator(params_, t);
+}
+
+std::vector<int> speculator_factory::captured_layers() const {
+    return eagle3_ ? eagle3_->target_layers : std::vector<int>{};
 }
 
 }  // namespace specgen
