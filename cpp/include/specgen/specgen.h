@@ -123,7 +123,7 @@ typedef struct specgen_generator_params {
 
     /* Speculation. */
     specgen_draft_kind draft_kind; /* default SPECGEN_DRAFT_KIND_NONE */
-    const char * draft_path;       /* the draft GGUF for SPECGEN_DRAFT_KIND_MODEL, else ignored */
+    const char * draft_path;       /* the draft GGUF for SPECGEN_DRAFT_KIND_MODEL; optional for AUTO (one more candidate) */
     specgen_verify verify;         /* default SPECGEN_VERIFY_BLOCK */
     int32_t draft_max;             /* gamma, the most tokens drafted per round, [1, 64]; default 8 */
     int32_t draft_min;             /* rounds drafting fewer fall back to plain decoding, [0, draft_max] */
