@@ -66,9 +66,10 @@ public:
             auto model = std::make_unique<sequential_speculator>(auto_draft_params(params), with_model, true);
             model_ = model.get();
             candidates_[size_t(auto_method::draft_model)] = std::move(model);
-            cycle_.push_back(auto_method::draft_model);
         }
-        for (auto_method m : {auto_method::self_nanospec, auto_method::ngram, auto_method::none}) cycle_.push_back(m);
+        cycle_.push_back(auto_method::self_nanospec);
+        if (model_) cycle_.push_back(auto_method::draft_model);
+        for (auto_method m : {auto_method::ngram, auto_method::none}) cycle_.push_back(m);
     }
 
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
@@ -120,7 +121,7 @@ public:
         const auto_round round{int(n_ids_), n_shadow, shadow_order_, room, n_model_ids_};
         auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
         if (force_every_ > 0) {
-            // [draft model,] self+nanospec, ngram, none, ...: the first round already drafts
+            // self+nanospec, [draft model,] ngram, none, ...: the first round already drafts
             const auto_method forced = cycle_[size_t(rounds_ / force_every_) % cycle_.size()];
             c = policy_.predict(forced, round);
             c.method = forced;  // without an n-gram proposal the forced n-gram round runs as a plain one

@@ -13,7 +13,7 @@
 // Every candidate observes every verdict (the self drafter's S keeps growing while n-gram runs, and
 // drafters catch up on the history they missed: speculative/drafters/drafter.h), so a switch costs
 // nothing but the drafter's catch-up (the draft model forwards the rows it missed in its next round).
-// SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles [draft model,] self+nanospec, ngram, none every k
+// SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles self+nanospec, [draft model,] ngram, none every k
 // rounds regardless of the prediction (gamma still from the cost model).
 //
 // n-gram proposals are not chained before the draft model: a round drafts with one method.

@@ -6,9 +6,9 @@
 
 namespace specgen {
 
-// The methods auto chooses among, in the order SPECGEN_AUTO_FORCE_SWITCH cycles through them
-// (backwards). The values are published as the auto_method stat. draft_model: a draft GGUF given with
-// draft_kind auto (its NanoSpec head with nanospec, else its full head).
+// The methods auto chooses among (SPECGEN_AUTO_FORCE_SWITCH's cycle: auto_speculator.h). The values are
+// published as the auto_method stat. draft_model: a draft GGUF given with draft_kind auto (its NanoSpec
+// head with nanospec, else its full head).
 enum class auto_method { none = 0, ngram = 1, self_nanospec = 2, draft_model = 3 };
 constexpr int kAutoMethods = 4;
 const char* auto_method_name(auto_method m);
