@@ -1,4 +1,4 @@
-"""draft="auto" with a draft model (docs/ALGORITHMS.md section 8.4): the draft model is one more
+"""draft="auto" with a draft model (docs/ALGORITHMS.md section 8.3): the draft model is one more
 candidate beside plain decoding, n-gram lookup and the self drafter, priced by its calibrated rows and
 heads. The reference model serves as its own draft model here (same vocabulary, no download). What
 must hold:

@@ -1,4 +1,4 @@
-// draft_kind auto (docs/ALGORITHMS.md section 8): a speculator that owns one candidate speculator per
+// draft_kind auto (docs/ALGORITHMS.md section 8; the draft model candidate: section 8.3): a speculator that owns one candidate speculator per
 // method -- n-gram lookup, the self drafter over every layer with NanoSpec (with the hand-over) and,
 // when params.draft_model names one, the draft model (its NanoSpec head with params.nanospec, else its
 // full head; over the weights the speculator factory loaded once, t.draft) -- and before every round
