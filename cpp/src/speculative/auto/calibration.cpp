@@ -211,6 +211,7 @@ bool parse_cost_model_json(const std::string& text, cost_model& out) {
     c.head_per_id = v[0];
     if (!get_numbers(text, "head_subset_base_seconds", v)) return false;
     c.head_subset_base = v[0];
+    c.exact = get_numbers(text, "exact", v) && v[0] != 0;  // optional
     for (double x : c.verify)
         if (!(x > 0)) return false;
     if (!c.valid()) return false;

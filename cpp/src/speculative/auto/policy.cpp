@@ -218,6 +218,7 @@ double auto_policy::time_scale(auto_method m) const {
     // method's own ratio, shrunk towards it, what the calibration misses for that method alone (note 11).
     // Shrunk and decayed, a burst of load that hits one method's rounds moves that method only a little
     // and not for long.
+    if (costs_.exact) return 1.0;
     const carried& c = carried_[regime_];
     double measured = 0, predicted = 0;
     for (int i = 0; i < kAutoMethods; ++i) {
