@@ -176,8 +176,16 @@ public:
         const bool by_model = current_ == auto_method::draft_model;
         double predicted = stopped ? costs_.stopped_round_seconds(v.gamma, int(n_ids_))
                                    : costs_.round_seconds(current_, v.gamma, by_model ? n_model_ids_ : int(n_ids_));
-        if (by_model && catch_up_rows_ > 0)  // its catch-up forward is part of this round's time
-            predicted += costs_.draft_forward_seconds(int(catch_up_rows_) + 1) - costs_.draft_forward_seconds(1);
+        // Its catch-up forward is part of this round's time: within the rows the calibration measured it
+        // is predicted with them; a longer one (the prompt, at its first round: 200 rows took 3x their
+        // linear extrapolation on the Qwen2.5-Coder pair, and the timing correction then held the draft
+        // model below plain decoding for the rest of the request) leaves the round untimed.
+        if (by_model && catch_up_rows_ > 0) {
+            const int rows = int(catch_up_rows_) + 1;
+            predicted = rows <= int(costs_.draft_forward.size())
+                            ? predicted + costs_.draft_forward_seconds(rows) - costs_.draft_forward_seconds(1)
+                            : 0;  // policy_.observe() times no round predicted at 0
+        }
         // Its cache now holds the history and x_1..x_{g-1}, of which x_1..x_k stay on the path.
         if (by_model && v.gamma > 0) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
         policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted);
