@@ -133,8 +133,10 @@ class Generator:
     (the target's own first ``self_layers`` layers) or "model" (``draft_model``: a path/Hub reference
     to a draft GGUF with the same vocabulary) or "auto" (per request and between rounds picks plain decoding,
     "ngram" or the all-layers self drafter with NanoSpec, and gamma, from a cost model measured on this
-    machine at load and the live acceptance; docs/ALGORITHMS.md section 8). The shorter ``draft=`` takes
-    None, "ngram", "self", "auto" or the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
+    machine at load and the live acceptance; docs/ALGORITHMS.md section 8). ``draft="auto"`` (or
+    ``draft_kind="auto"``) with ``draft_model`` adds the draft model as a candidate (its NanoSpec head
+    with ``nanospec=True``, else its full head; its costs are measured beside the target's). The shorter
+    ``draft=`` takes None, "ngram", "self", "auto" or the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_p_min`` stops drafting before a position whose drafter top probability is below it (None
     or -1: 0.5 with a NanoSpec head, off otherwise); ``draft_adaptive`` shrinks gamma after rejections
@@ -255,15 +257,18 @@ class Generator:
             p.draft_head = os.fspath(draft_head)
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
         # a draft model is looked up.
-        p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))
+        if kind == "auto" and draft_ref is not None:  # auto with a draft model candidate (its reference for now)
+            p.set_draft(_core.DraftKind.auto, os.fspath(draft_ref))
+        else:
+            p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))
         p.validate()
-        if kind == "model":
-            p.set_draft(_core.DraftKind.model, self._resolve_draft(draft_ref, cache_dir))
+        if kind == "model" or (kind == "auto" and draft_ref is not None):
+            p.set_draft(getattr(_core.DraftKind, kind), self._resolve_draft(draft_ref, cache_dir))
         # The seed of every generate() call that passes none; None or -1: a fresh one per call.
         self.seed = None if seed is None or _param("seed", seed) == -1 else int(seed)
         self.model_path = p.model_path
         self.device = device
-        self.draft = draft if draft is not None else (None if kind == "none" else (draft_ref or kind))
+        self.draft = draft if draft is not None else (None if kind == "none" else (draft_ref if kind == "model" else kind))
         self.draft_head = None if draft_head is None else os.fspath(draft_head)
         self.draft_kind = kind
         self._core = _core.Generator(p)
@@ -274,12 +279,15 @@ class Generator:
         reference) or from ``draft_kind`` + ``draft_model``."""
         from specgen import _core
 
+        if draft == "auto" and draft_kind is None and draft_model is not None:
+            return "auto", draft_model  # the draft model is one of auto's candidates
         if draft is not None and (draft_kind is not None or draft_model is not None):
-            raise InvalidParameterError("pass either draft or draft_kind/draft_model, not both")
+            raise InvalidParameterError("pass either draft or draft_kind/draft_model, not both (or draft='auto' "
+                                        "with draft_model)")
         if draft_kind is not None:
             kind = _core.parse_draft_kind(_word("draft_kind", draft_kind, "one of none, ngram, self, model, auto")).name
-            if (kind == "model") != (draft_model is not None):
-                raise InvalidParameterError("draft_model goes with draft_kind='model' (and only with it)")
+            if kind == "model" and draft_model is None or kind not in ("model", "auto") and draft_model is not None:
+                raise InvalidParameterError("draft_model goes with draft_kind='model' or 'auto' (and only with them)")
             return kind, draft_model
         if draft_model is not None:
             return "model", draft_model

@@ -56,6 +56,7 @@ double sequential_speculator::seed_share() const { return nanospec_ ? nanospec_-
 void sequential_speculator::seed_prompt(int n, generation_stats& stats) {
     if (nanospec_) nanospec_->seed_waiting(n, stats);
 }
+int sequential_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
 
 void sequential_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context&, rng& gen,
                                     proposal& out, generation_stats& stats) {
@@ -92,9 +93,10 @@ std::unique_ptr<speculator> make_speculator(const generator_params& params, cons
 speculator_factory::speculator_factory(const generator_params& params, const model& target, const tokenizer& tok)
     : params_(params) {
     // A neural drafter's weights: loaded once, read by every slot's drafter (auto builds its own self
-    // candidates; ngram and plain decoding have none).
+    // candidates, and shares a draft model given with it like this; ngram and plain decoding have none).
     if (!params.draft.empty() && params.draft != "ngram" && params.draft != "auto")
         draft_ = load_neural_weights(params, target, tok);
+    if (params.draft == "auto" && !params.draft_model.empty()) draft_ = load_neural_weights(auto_draft_params(params), target, tok);
     if (!params.draft_head.empty()) eagle3_ = load_eagle3_head(params.draft_head, target);
 }
 
