@@ -25,8 +25,9 @@ struct cost_model {
     double draft_head_full = 0;         // its full LM head over one row
     double draft_head_per_id = 0;       // its head over one row and one id of its S (NanoSpec) per id
     double draft_head_subset_base = 0;  // that head's fixed cost per row
-    // The costs are taken as exact: no correction by the measured round times (a cost model file with
-    // "exact": 1; reproducible choices whatever the machine's load, as the policy tests need).
+    // The costs are taken as exact: rounds are timed by their predicted seconds, never the clock (no
+    // timing correction, no measured recent rate), so the choices are reproducible whatever the
+    // machine's load, as the policy tests need (a cost model file with "exact": 1).
     bool exact = false;
 
     bool valid() const { return !verify.empty() && verify.size() == head_full.size() && body_row > 0; }

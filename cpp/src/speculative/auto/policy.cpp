@@ -293,9 +293,11 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
 }
 
 void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds) {
-    if (seconds > 0) {
+    // An exact cost model times rounds by its predictions only, so that no choice depends on the clock.
+    const double round_seconds = costs_.exact ? predicted_seconds : seconds;
+    if (round_seconds > 0) {
         recent_tokens_ = kRecentDecay * recent_tokens_ + (n_accepted + 1);
-        recent_seconds_ = kRecentDecay * recent_seconds_ + seconds;
+        recent_seconds_ = kRecentDecay * recent_seconds_ + round_seconds;
     }
     // The n-gram drafter is scored by its shadow every round. The acceptance counts are over the
     // drafted tokens; where the self drafter stopped short of gamma is counted apart (its continuation
