@@ -256,6 +256,7 @@ void scheduler::run_step(const std::vector<sequence*>& act) {
     //    (docs/ALGORITHMS.md section 7). A draft model drafts every sequence's position i in one
     //    batched draft forward (speculative/draft_batch.h): they join in propose(), run() drafts.
     draft_batch* drafts = speculators_.batch();
+    if (drafts) drafts->clear();  // nothing a failed step left
     caps_.assign(decoding.size(), INT_MAX);
     if (p.batch_draft_policy && decoding.size() >= 2 && slots_[0].spec) {
         std::vector<draft_policy::sequence> seqs;

@@ -38,6 +38,11 @@ int draft_batch::n_layers() const { return w_->n_layers; }
 void draft_batch::join(const job& j) { jobs_.push_back(j); }
 
 void draft_batch::run() {
+    // The jobs are this step's, whatever happens: a forward that throws leaves none for the next step.
+    struct forget {
+        std::vector<job>& jobs;
+        ~forget() { jobs.clear(); }
+    } forget_jobs{jobs_};
     timings_.clear();
     if (states_.size() < jobs_.size()) states_.resize(jobs_.size());
     std::vector<state*> live;
@@ -97,7 +102,6 @@ void draft_batch::run() {
         proposal& out = *jobs_[b].out;
         if (int(out.tokens.size()) < jobs_[b].draft_min) out.tokens.clear();  // draft_min: not verified
     }
-    jobs_.clear();
 }
 
 void draft_batch::forward_and_head(std::vector<state*>& live) {

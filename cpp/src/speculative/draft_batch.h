@@ -55,8 +55,10 @@ public:
     };
     void join(const job& j);
     bool empty() const { return jobs_.empty(); }
-    // Drafts every joined sequence, then forgets them. Throws what forward_batch throws.
+    // Drafts every joined sequence, then forgets them (also when it throws what forward_batch throws).
     void run();
+    // Forgets the joined sequences without drafting (a step that failed before run()).
+    void clear() { jobs_.clear(); }
 
     // The draft forwards of the last run() that ran one row per sequence (rows, seconds of the forward
     // and its head pass): the batch policy's measured draft step times (engine/draft_policy.h).
