@@ -7,7 +7,6 @@
 #include "common/error.h"
 #include "speculative/auto/auto_speculator.h"
 #include "speculative/draft_batch.h"
-#include "model/kv_cache.h"
 #include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
 #include "speculative/drafters/neural.h"
