@@ -112,7 +112,8 @@ engine:
     u += table_section(param_group::speculative);
     u += R"(
 --draft takes a drafter kind; llama.cpp's --draft N (tokens per draft) is read as --draft-max N, with a
-note. A flag-type knob also takes --no-<name>.
+note. llama.cpp's --spec-type draft-eagle3 -md HEAD is --draft-head HEAD. A flag-type knob also takes
+--no-<name>.
 )";
     return u;
 }
@@ -170,6 +171,13 @@ options parse_args(int argc, char** argv) {
         const long n = std::strtol(v.c_str(), &end, 10);
         if (v.empty() || *end != '\0' || n < 0 || n > 1000000) throw usage_error(f + " expects a layer count >= 0, got " + quoted(v));
         o.n_gpu_layers = int(n);
+    });
+    bool spec_eagle3 = false;
+    add({"--spec-type"}, [&](const std::string& f, const std::string& v) {
+        // llama.cpp's spelling of an EAGLE-3 head: --spec-type draft-eagle3 -md HEAD (= --draft-head HEAD).
+        if (v != "draft-eagle3")
+            throw usage_error(f + " takes draft-eagle3 here (with -md HEAD; other drafters: --draft), got " + quoted(v));
+        spec_eagle3 = true;
     });
     add_switch({"-h", "--help"}, [&] { o.show_help = true; });
     add_switch({"--version"}, [&] { o.show_version = true; });
@@ -249,7 +257,14 @@ options parse_args(int argc, char** argv) {
     }
 
     o.seed_given = given.count("seed") > 0;
-    if (!o.gen.draft_model.empty() && given.count("draft_kind") && o.gen.draft_type != draft_kind::model)
+    if (spec_eagle3) {
+        if (o.gen.draft_model.empty()) throw usage_error("--spec-type draft-eagle3 needs the head: -md HEAD");
+        if (given.count("draft_head")) throw usage_error("give either --draft-head or --spec-type draft-eagle3 -md, not both");
+        o.gen.draft_head = o.gen.draft_model;
+        o.gen.draft_model.clear();
+    }
+    if (!o.gen.draft_model.empty() && given.count("draft_kind") && o.gen.draft_type != draft_kind::model &&
+        o.gen.draft_type != draft_kind::automatic)
         throw usage_error("give either -md/--model-draft or --draft, not both");
     if (!o.model.empty() && !o.hf_repo.empty()) throw usage_error("give either -m/--model or -hf/--hf-repo, not both");
     return o;

@@ -120,14 +120,17 @@ def generator_kwargs(ns: argparse.Namespace, default_draft: str = "none",
             notes.append(f"--draft {kind} is llama.cpp's tokens per draft: read as --draft-max {kind} (--draft "
                          "takes a drafter kind here: none, ngram, self, auto; a draft model goes with -md)")
         kind = None
-    if path is not None and kind not in (None, "model"):
-        raise ValueError("give either -md/--model-draft or --draft, not both")
-    if path is not None:
+    if path is not None and kind not in (None, "model", "auto"):
+        raise ValueError("give either -md/--model-draft or --draft, not both (or --draft auto -md PATH)")
+    if path is not None and kind == "auto":  # the draft model is one of auto's candidates
+        kw["draft_kind"], kw["draft_model"] = "auto", path
+    elif path is not None:
         kw["draft_kind"], kw["draft_model"] = "model", path
     elif kind == "model":
         raise ValueError("--draft model needs the draft GGUF: -md PATH")
     else:
-        kw["draft_kind"] = kind or default_draft
+        # An EAGLE-3 head drafts by itself: no default drafter next to it.
+        kw["draft_kind"] = kind or ("none" if kw.get("draft_head") else default_draft)
     return kw
 
 

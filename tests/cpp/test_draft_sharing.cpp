@@ -78,6 +78,21 @@ int main(int argc, char** argv) {
             check(running[i]->stats().n_drafted > 0, what + ": prompt " + std::to_string(i) + " drafted nothing");
         }
     }
+    {
+        // draft_kind auto with a draft model: every slot's auto speculator drafts over the factory's weights.
+        setenv("SPECGEN_CALIBRATION", "off", 1);
+        generator_params gp = base(path, 3);
+        gp.set_draft(draft_kind::automatic, path);
+        const int64_t before = draft_model_loads();
+        generator g(gp);
+        check(draft_model_loads() - before == 1, "auto + draft model: 3 slots load the draft GGUF once, loaded " +
+                                                     std::to_string(draft_model_loads() - before));
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            auto r = g.start(prompts[i], greedy(n));
+            while (!r->done()) r->step();
+            check(r->tokens() == want[i], "auto + draft model: prompt " + std::to_string(i) + " differs from plain decoding");
+        }
+    }
     if (test_support::failures == 0) std::printf("test_draft_sharing: ok\n");
     return test_support::failures == 0 ? 0 : 1;
 }

@@ -30,6 +30,7 @@ NB_MODULE(_testing, m) {
     testing::bind_kernels(m);
     testing::bind_speculative(m);
     testing::bind_batch(m);
+    testing::bind_eagle3(m);
     m.def(
         "verify_simulate",
         [](const std::string& method, int32_t gamma, f32_2d p_tree, f32_2d q_tree, int64_t n_draws, uint64_t seed) {

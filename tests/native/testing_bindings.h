@@ -8,4 +8,5 @@ namespace specgen::testing {
 void bind_kernels(nanobind::module_& m);
 void bind_speculative(nanobind::module_& m);
 void bind_batch(nanobind::module_& m);
+void bind_eagle3(nanobind::module_& m);
 }  // namespace specgen::testing

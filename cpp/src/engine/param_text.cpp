@@ -41,6 +41,9 @@ void assign_param_text(const param_spec& s, const std::string& text, const std::
             g.draft_model = text;
         } else if (name == "frspec_path") {
             g.frspec_path = text;
+        } else if (name == "draft_head") {
+            if (text.empty()) throw invalid_argument_error(label + " expects a path, got ''");
+            g.draft_head = text;
         } else if (name == "stop") {
             if (text.empty()) throw invalid_argument_error(label + " expects a non-empty string");
             if (text.size() > 4096) throw invalid_argument_error(label + " strings must be at most 4096 bytes");

@@ -27,11 +27,13 @@ constexpr int kMinPrefillRows = 32;
 scheduler::scheduler(const loaded_target& target)
     : target_(target), speculators_(target.params, target.m, target.tok) {
     const generator_params& p = target_.params;
+    // An EAGLE-3 head reads target layers' inputs: every forward keeps them for the rows it computes.
+    target_.eval.capture_layers(speculators_.captured_layers());
     slots_.resize(size_t(p.n_parallel));
     for (int i = 0; i < p.n_parallel; ++i) {
         slot& s = slots_[size_t(i)];
         s.index = i;
-        s.spec = speculators_.make({target_.m, target_.tok, target_.cache, target_.be, i, &target_.head, &s.prefix, nullptr});
+        s.spec = speculators_.make({target_.m, target_.tok, target_.cache, target_.be, i, &target_.head, &s.prefix, nullptr, nullptr});
     }
     policy_.set_draft_size_ratio(speculators_.draft_size_ratio());
     thread_ = std::thread(&scheduler::loop, this);

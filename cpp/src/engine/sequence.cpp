@@ -66,7 +66,7 @@ void sequence::prefill_done(int m, const float* batch_hidden) {
     n_past_ += m;
     if (slot_->spec) {
         const float* hidden = m > 0 ? batch_hidden + size_t(row0_) * target_.m.hp().n_embd : nullptr;
-        slot_->spec->observe(prefill_rows{pos0, m, hidden, !prefilling()}, stats_);
+        slot_->spec->observe(prefill_rows{pos0, m, hidden, !prefilling(), m > 0 ? features_at(row0_) : nullptr}, stats_);
     }
     if (prefilling()) return;
     stats_.prefill_seconds = now_seconds() - t_admit_;
@@ -102,6 +102,12 @@ int sequence::add_round_rows(batch& b) {
     row0_ = b.n_rows();
     b.add(slot_->index, batch_.data() + reused, gamma_ + 1 - reused, n_past_ + reused);
     return gamma_ + 1 - reused;
+}
+
+const float* sequence::features_at(int row) const {
+    const float* f = target_.eval.features();
+    if (!f || row < 0) return nullptr;
+    return f + size_t(row) * target_.eval.captured_layers().size() * size_t(target_.m.hp().n_embd);
 }
 
 void sequence::gather_hidden(const float* batch_hidden, float* out) const {
@@ -165,7 +171,9 @@ void sequence::finish_round(const float* logits) {
 
     // Observe: the speculator learns the verdict (draft length, vocabulary, SSD's next round).
     if (slot_->spec)
-        slot_->spec->observe(verify_outcome{proposal_.tokens.data(), gamma, vr.n_accepted, vr.next_token, logits, n_vocab},
+        // Captured features exist for rows this step forwarded: none when some were handed over.
+        slot_->spec->observe(verify_outcome{proposal_.tokens.data(), gamma, vr.n_accepted, vr.next_token, logits, n_vocab,
+                                            proposal_.n_forwarded > 0 ? nullptr : features_at(row0_)},
                              step_, stats_);
 
     // Commit: the slot now holds pending and x_1..x_k; y becomes the new pending token.

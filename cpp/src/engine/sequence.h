@@ -93,6 +93,8 @@ public:
 
 private:
     int emit(int32_t token);
+    // The captured target-layer inputs (evaluator::features) of batch row `row` of this step, or null.
+    const float* features_at(int row) const;
     void check_reused_rows(const float* logits);
 
     const loaded_target& target_;

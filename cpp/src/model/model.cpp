@@ -55,6 +55,7 @@ int64_t first_nonfinite_block(ggml_type type, const uint8_t* data, int64_t n_blo
         case ggml_type::Q2_K: f16_at[0] = 80; f16_at[1] = 82; break;
         case ggml_type::Q3_K: f16_at[0] = 108; break;
         case ggml_type::Q6_K: f16_at[0] = 208; break;
+        case ggml_type::I32: case ggml_type::I64: return -1;  // indices: no float to check
     }
     for (int64_t b = 0; b < n_blocks; ++b) {
         const uint8_t* blk = data + b * block_bytes;
@@ -63,7 +64,8 @@ int64_t first_nonfinite_block(ggml_type type, const uint8_t* data, int64_t n_blo
     return -1;
 }
 
-// A matrix with n_cols inputs (ne[0]) and n_rows outputs (ne[1]).
+}  // namespace
+
 weight_view bind_matrix(const gguf_file& f, const std::string& name, int64_t n_cols, int64_t n_rows) {
     const gguf_tensor& t = f.tensor(name);
     if (t.n_dims != 2 || t.ne[0] != n_cols || t.ne[1] != n_rows)
@@ -80,7 +82,6 @@ weight_view bind_matrix(const gguf_file& f, const std::string& name, int64_t n_c
     return weight_view{t.type, n_rows, n_cols, t.data};
 }
 
-// A vector (norm weight or bias), dequantized to float and checked to be finite.
 std::vector<float> bind_vector(const gguf_file& f, const std::string& name, int64_t n) {
     const gguf_tensor& t = f.tensor(name);
     if (t.n_elements() != n) bad(f, "tensor " + name + " has shape " + shape_str(t) + ", expected [" + std::to_string(n) + "]");
@@ -91,8 +92,6 @@ std::vector<float> bind_vector(const gguf_file& f, const std::string& name, int6
         if (!std::isfinite(v[i])) bad(f, "tensor " + name + " contains NaN or Inf at index " + std::to_string(i));
     return v;
 }
-
-}  // namespace
 
 model::model(std::shared_ptr<const gguf_file> file) : file_(std::move(file)), hp_(read_hparams(*file_)) {
     const gguf_file& f = *file_;
@@ -195,7 +194,7 @@ size_t model::bytes_per_token() const {
 
 evaluator::evaluator(const model& m, backend& be)
     : m_(m), be_(be), x_(be), xn_(be), q_(be), k_(be), v_(be), attn_(be), proj_(be), gate_(be), up_(be),
-      out_norm_(be), logits_(be) {
+      out_norm_(be), logits_(be), features_(be) {
     be_.prepare(m_.output());
     for (int il = 0; il < m_.hp().n_layer; ++il) {
         const layer_weights& L = m_.layer(il);
@@ -265,9 +264,11 @@ void evaluator::forward_batch(kv_cache& cache, const batch& b, int n_layers) {
     be_.get_rows(m_.token_embd(), tokens, n, x);
     if (hp.embd_scale != 1.0f) be_.scale(x, hp.embd_scale, int64_t(n) * E, x);
 
+    if (!capture_.empty()) features_.reserve(size_t(n) * capture_.size() * E);
     for (int il = 0; il < n_layers; ++il) {
         const layer_weights& L = m_.layer(il);
         const bool swa = hp.layer_is_swa[il];
+        capture_input(il, x, n);
         be_.rms_norm(x, constant(L.attn_norm), n, E, hp.norm_eps, xn_.data());
         {
             const weight_view qkv[3] = {L.wq, L.wk, L.wv};
@@ -313,6 +314,24 @@ void evaluator::forward_batch(kv_cache& cache, const batch& b, int n_layers) {
         be_.add(x, proj_.data(), int64_t(n) * E, x);
     }
     be_.rms_norm(x, constant(m_.output_norm()), n, E, hp.norm_eps, out_norm_.data());
+}
+
+void evaluator::capture_layers(const std::vector<int>& layers) {
+    for (int il : layers)
+        if (il < 0 || il >= m_.hp().n_layer)
+            throw invalid_argument_error("captured layer " + std::to_string(il) + " outside the model's layers [0, " +
+                                         std::to_string(m_.hp().n_layer) + ")");
+    capture_ = layers;
+}
+
+void evaluator::capture_input(int il, const float* x, int n) {
+    const size_t E = size_t(m_.hp().n_embd), width = capture_.size() * E;
+    for (size_t k = 0; k < capture_.size(); ++k) {
+        if (capture_[k] != il) continue;
+        // Row t of x goes to columns [k E, (k+1) E) of row t: one copy per row ([n, K E] is row-major).
+        for (int t = 0; t < n; ++t)
+            be_.copy(features_.data() + size_t(t) * width + k * E, x + size_t(t) * E, E * sizeof(float));
+    }
 }
 
 void evaluator::softcap(float* logits, int64_t count) const {

@@ -25,6 +25,12 @@ struct layer_weights {
     weight_view wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
+// Binds tensor `name` of f, checking its shape, type and that it is finite (model_load_error naming the
+// tensor otherwise): a matrix with n_cols inputs (ne[0]) and n_rows outputs (ne[1]); a vector (norm
+// weight or bias) of n elements, dequantized to float. Shared by the loaders of model and draft heads.
+weight_view bind_matrix(const gguf_file& f, const std::string& name, int64_t n_cols, int64_t n_rows);
+std::vector<float> bind_vector(const gguf_file& f, const std::string& name, int64_t n);
+
 class model {
 public:
     // Reads hyper-parameters and binds every tensor, checking names, types and shapes. Throws
@@ -90,6 +96,15 @@ public:
     // to logits().
     const float* hidden() const { return out_norm_.data(); }
 
+    // Layer inputs to keep (an EAGLE-3 head's target layers, docs/DESIGN.md section 4.1): every forward
+    // then also leaves, for each row, the residual stream entering each listed layer (layer 0: the
+    // embedding), concatenated in the list's order, in features(): [n_rows, layers.size() * n_embd],
+    // backend memory. Empty (the default): nothing is kept. Throws invalid_argument_error for a layer
+    // outside [0, n_layer).
+    void capture_layers(const std::vector<int>& layers);
+    const std::vector<int>& captured_layers() const { return capture_; }
+    const float* features() const { return capture_.empty() ? nullptr : features_.data(); }
+
     // logits[t, :] = head(hidden row t) over the full vocabulary.  hidden: backend memory [n, n_embd]
     // (from hidden()); out: host memory [n, n_vocab].
     void logits(const float* hidden, int n, float* out);
@@ -99,6 +114,7 @@ public:
 
 private:
     void ensure_capacity(int n);
+    void capture_input(int il, const float* x, int n);
     void softcap(float* logits, int64_t count) const;
     // Where the head writes `count` logits: `out` itself for host-memory backends, else a scratch
     // buffer in backend memory that finish_logits() downloads into `out`.
@@ -115,6 +131,8 @@ private:
     std::vector<bool> seen_;    // forward_batch: sequences already in the batch
     batch_attention attention_;
     std::vector<int32_t> ids_;  // host: tokens with missing rows replaced (model::set_missing_token_row)
+    std::vector<int> capture_;  // layers whose inputs features() keeps
+    backend_buffer<float> features_;
 };
 
 }  // namespace specgen

@@ -142,6 +142,7 @@ void bind_params(nb::module_& m) {
         .def_rw("nanospec_topk", &generator_params::nanospec_topk)
         .def_rw("frspec", &generator_params::frspec)
         .def_rw("frspec_path", &generator_params::frspec_path)
+        .def_rw("draft_head", &generator_params::draft_head)
         .def_rw("reuse_draft_hidden", &generator_params::reuse_draft_hidden)
         .def_rw("ssd", &generator_params::ssd)
         .def_rw("ssd_fanout", &generator_params::ssd_fanout)

@@ -31,7 +31,9 @@ const ggml_type_traits kTraits[kMaxType] = {
     {nullptr, 0, 0, false, ggml_type::F32}, {nullptr, 0, 0, false, ggml_type::F32},
     {nullptr, 0, 0, false, ggml_type::F32}, {nullptr, 0, 0, false, ggml_type::F32},
     {nullptr, 0, 0, false, ggml_type::F32}, {nullptr, 0, 0, false, ggml_type::F32},
-    {nullptr, 0, 0, false, ggml_type::F32}, {nullptr, 0, 0, false, ggml_type::F32},
+    // Integer tensors hold indices, never weights (an EAGLE-3 head's d2t: I64): readable, not computable.
+    /* 26 I32 */ {"I32", 1, 4, false, ggml_type::F32},
+    /* 27 I64 */ {"I64", 1, 8, false, ggml_type::F32},
     {nullptr, 0, 0, false, ggml_type::F32}, {nullptr, 0, 0, false, ggml_type::F32},
     /* 30 BF16 */ {"BF16", 1, 2, true, ggml_type::F32},
 };

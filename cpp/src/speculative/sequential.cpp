@@ -10,6 +10,7 @@
 #include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
 #include "speculative/drafters/neural.h"
+#include "speculative/eagle3.h"
 #include "speculative/nanospec.h"
 #include "speculative/ssd/ssd.h"
 
@@ -63,6 +64,7 @@ double sequential_speculator::seed_share() const { return nanospec_ ? nanospec_-
 void sequential_speculator::seed_prompt(int n, generation_stats& stats) {
     if (nanospec_) nanospec_->seed_waiting(n, stats);
 }
+int sequential_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
 
 void sequential_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen,
                                     proposal& out, generation_stats& stats) {
@@ -95,6 +97,7 @@ std::unique_ptr<speculator> make_speculator(const generator_params& params, cons
     if (params.ssd && t.seq != 0)
         throw invalid_argument_error("ssd runs one sequence at a time: it needs n_parallel = 1");
     if (params.ssd) return std::make_unique<ssd_speculator>(params, t);
+    if (!params.draft_head.empty()) return std::make_unique<eagle3_speculator>(params, t);
     if (params.draft.empty()) return nullptr;
     if (params.draft == "auto") return make_auto_speculator(params, t);
     return std::make_unique<sequential_speculator>(params, t);
@@ -103,9 +106,11 @@ std::unique_ptr<speculator> make_speculator(const generator_params& params, cons
 speculator_factory::speculator_factory(const generator_params& params, const model& target, const tokenizer& tok)
     : params_(params) {
     // A neural drafter's weights: loaded once, read by every slot's drafter (auto builds its own self
-    // candidates; ngram and plain decoding have none).
+    // candidates, and shares a draft model given with it like this; ngram and plain decoding have none).
     if (!params.draft.empty() && params.draft != "ngram" && params.draft != "auto")
         draft_ = load_neural_weights(params, target, tok);
+    if (params.draft == "auto" && !params.draft_model.empty()) draft_ = load_neural_weights(auto_draft_params(params), target, tok);
+    if (!params.draft_head.empty()) eagle3_ = load_eagle3_head(params.draft_head, target);
     if (draft_ && draft_->own && target.bytes_per_token() > 0)
         size_ratio_ = double(draft_->m->bytes_per_token()) / double(target.bytes_per_token());
 }
@@ -114,13 +119,20 @@ speculator_factory::~speculator_factory() = default;
 
 std::unique_ptr<speculator> speculator_factory::make(speculation_target t) {
     t.draft = draft_;
+    t.eagle3 = eagle3_;
     // The sequential speculator over a draft model drafts through the shared batch (built on the
-    // first slot's backend: every slot runs on the generator's one backend).
-    if (draft_ && draft_->own && !params_.ssd) {
+    // first slot's backend: every slot runs on the generator's one backend). SSD, auto and EAGLE-3
+    // keep drafters of their own.
+    const bool sequential = !params_.ssd && params_.draft_head.empty() && params_.draft != "auto";
+    if (sequential && draft_ && draft_->own) {
         if (!batch_) batch_ = std::make_unique<draft_batch>(draft_, params_.n_ctx, params_.n_parallel, t.be);
         t.batch = batch_.get();
     }
     return make_speculator(params_, t);
+}
+
+std::vector<int> speculator_factory::captured_layers() const {
+    return eagle3_ ? eagle3_->target_layers : std::vector<int>{};
 }
 
 }  // namespace specgen

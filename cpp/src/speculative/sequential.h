@@ -34,6 +34,8 @@ public:
     int waiting_prompt_rows() const;
     double seed_share() const;
     void seed_prompt(int n, generation_stats& stats);
+    // |S| of the drafter's head (0: the full head; auto's cost model reads it per candidate).
+    int vocab_size() const;
     void end() override;
 
 private:

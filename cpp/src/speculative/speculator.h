@@ -12,7 +12,8 @@
 // (speculative/target_head.h) and its slot's prefix state, which it may keep between requests.
 // Implementations: the sequential speculator (any drafter, drafting on the engine thread:
 // speculative/sequential.h), SSD (speculative/ssd/ssd.h: drafts round t+1 while the target verifies
-// round t) and auto (speculative/auto/auto_speculator.h: picks one of two sequential ones per round).
+// round t), auto (speculative/auto/auto_speculator.h: picks one of two sequential ones per round) and
+// EAGLE-3 (speculative/eagle3.h: a draft head over the target layers' inputs the engine hands over).
 //
 // Control flows one way: engine -> speculator -> head service. Every call runs on the engine thread.
 //
@@ -42,6 +43,7 @@ class kv_cache;
 class target_head;
 struct backend;
 struct neural_weights;
+struct eagle3_head;
 class draft_batch;
 
 // Per request, at begin(): what the speculator needs to sample like the target.
@@ -77,6 +79,9 @@ struct prefill_rows {
     int n = 0;                      // rows (0: none, as when the slot's cache held the whole prompt)
     const float* hidden = nullptr;  // their output-normed hidden states, backend memory [n, n_embd]
     bool complete = false;          // the prompt's last row is in: the first propose() follows
+    // The target layers' inputs the evaluator captures for an EAGLE-3 head (evaluator::capture_layers),
+    // backend memory [n, n_layers_captured * n_embd]; null when none are captured.
+    const float* features = nullptr;
 };
 
 // What verification decided, handed to observe().
@@ -90,6 +95,9 @@ struct verify_outcome {
     // tokens only this round (auto in a batch skips the per-row top-k pass over the vocabulary).
     const float* target_logits = nullptr;
     int32_t n_vocab = 0;
+    // The captured target layers' inputs (prefill_rows::features) of the rows [pending, x_1..x_g], backend
+    // memory [gamma + 1, n_layers_captured * n_embd]; null when none are captured (or rows were handed over).
+    const float* features = nullptr;
 };
 
 // What a speculator keeps of its slot's committed rows between requests (NanoSpec: the prompt rows'
@@ -164,24 +172,29 @@ struct speculation_target {
     std::unique_ptr<prefix_state>* prefix = nullptr;  // the slot's: a speculator that keeps one puts it there
     // Draft weights every slot's speculator shares (null: the speculator loads its own).
     std::shared_ptr<const neural_weights> draft;
+    std::shared_ptr<const eagle3_head> eagle3;  // params.draft_head's head, shared the same way
     // A draft model's batched drafter, whose KV cache holds every slot's draft rows (sequence = seq):
     // the speculator drafts through it (null: a drafter of its own).
     draft_batch* batch = nullptr;
 };
 
 // The speculator params ask for: nullptr for plain decoding (no draft), SSD when params.ssd, auto for
-// draft auto, else the sequential speculator. SSD runs one sequence: slot 0 only (n_parallel = 1).
+// draft auto, the EAGLE-3 speculator for params.draft_head (speculative/eagle3.h), else the sequential
+// speculator. SSD runs one sequence: slot 0 only (n_parallel = 1).
 std::unique_ptr<speculator> make_speculator(const generator_params& params, const speculation_target& t);
 
 // Builds the speculators of a generator's slots, loading what they share once: a draft model's weights
 // and, for the sequential speculator over a draft model, the draft_batch all slots draft through (one
-// KV cache, n_parallel sequences). SSD and auto keep drafters of their own.
+// KV cache, n_parallel sequences). SSD, auto and EAGLE-3 keep drafters of their own.
 class speculator_factory {
 public:
     speculator_factory(const generator_params& params, const model& target, const tokenizer& tok);
     ~speculator_factory();
-    // The speculator of one slot (null: plain decoding); t.draft and t.batch are filled in.
+    // The speculator of one slot (null: plain decoding); t.draft, t.eagle3 and t.batch are filled in.
     std::unique_ptr<speculator> make(speculation_target t);
+    // The target layers whose inputs the target's evaluator must capture for the speculators
+    // (evaluator::capture_layers; an EAGLE-3 head's target layers), empty for none.
+    std::vector<int> captured_layers() const;
     // The batched drafter the engine hands to propose() (null: none; before the first make(), none yet).
     draft_batch* batch() const { return batch_.get(); }
     // Bytes a draft model's decode step reads over the target's (model::bytes_per_token), 0 without a
@@ -191,6 +204,7 @@ public:
 private:
     generator_params params_;
     std::shared_ptr<const neural_weights> draft_;
+    std::shared_ptr<const eagle3_head> eagle3_;
     std::unique_ptr<draft_batch> batch_;
     double size_ratio_ = 0;
 };

@@ -1,0 +1,140 @@
+// The EAGLE-3 speculator (speculative/eagle3.h).
+#include "speculative/eagle3.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+#include "speculative/drafters/drafters.h"
+
+namespace specgen {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+// Of a cached prefix of n tokens, the head rows that still hold: row P reads t_{P+1}, so rows 0..n-2 of
+// this slot's own rows (another slot's KV rows come without our head rows: none then). The engine
+// prefills the rest, which hands us their features.
+class eagle3_speculator::prefix final : public prefix_state {
+public:
+    int rows = 0;  // context rows written for the slot's tokens
+    int reusable_rows(int n, bool copied, int) const override {
+        return copied ? 0 : std::max(0, std::min(rows, n - 1));
+    }
+};
+
+eagle3_speculator::eagle3_speculator(const generator_params& params, const speculation_target& t)
+    : head_(t.eagle3 ? t.eagle3 : load_eagle3_head(params.draft_head, t.target)),
+      eval_(*head_, t.be),
+      cache_(head_->hp, params.n_ctx),
+      length_(params),
+      p_min_(params.effective_draft_p_min()) {
+    auto p = std::make_unique<prefix>();
+    prefix_ = p.get();
+    if (t.prefix) *t.prefix = std::move(p);
+    else owned_ = std::move(p);
+}
+
+eagle3_speculator::~eagle3_speculator() = default;
+
+void eagle3_speculator::begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context&,
+                              generation_stats&) {
+    request_ = request;
+    length_.reset();
+    tokens_ = prompt;
+    // The slot's cached rows are ours up to prefix::reusable_rows(); the prefill brings the rest.
+    n_rows_ = request.n_cached;
+    g_.clear();
+    prefix_->rows = n_rows_;
+}
+
+void eagle3_speculator::add_target_rows(int pos0, int n, const float* features) {
+    const size_t E = size_t(head_->hp.n_embd);
+    if (pos0 < n_rows_) {  // rows forwarded again (not expected): forget ours from there
+        n_rows_ = pos0;
+        g_.clear();
+    }
+    g_.resize((size_t(pos0) - size_t(n_rows_)) * E, 0.0f);  // drops rows past pos0, zero-fills a gap
+    const size_t at = g_.size();
+    g_.resize(at + size_t(n) * E, 0.0f);
+    // Without features (no capture) the rows keep g = 0: drafts get worse, the output stays the target's.
+    if (features && n > 0) eval_.fuse(features, n, g_.data() + at);
+}
+
+void eagle3_speculator::write_rows(int end, bool with_logits) {
+    const size_t E = size_t(head_->hp.n_embd);
+    while (n_rows_ < end) {
+        const int m = std::min(eagle3_evaluator::kChunk, end - n_rows_);
+        eval_.forward(cache_, tokens_.data() + n_rows_ + 1, g_.data(), m, n_rows_);
+        g_.erase(g_.begin(), g_.begin() + ptrdiff_t(size_t(m) * E));
+        n_rows_ += m;
+        if (n_rows_ == end && with_logits) {
+            h_.assign(eval_.prenorm() + size_t(m - 1) * E, eval_.prenorm() + size_t(m) * E);
+            logits_.resize(size_t(head_->n_draft_vocab()));
+            const auto t0 = std::chrono::steady_clock::now();
+            eval_.logits(m - 1, logits_.data());
+            head_seconds_ += seconds_since(t0);
+        }
+    }
+    prefix_->rows = n_rows_;
+}
+
+void eagle3_speculator::observe(const prefill_rows& rows, generation_stats&) {
+    if (rows.n <= 0) return;
+    add_target_rows(rows.pos0, rows.n, rows.features);
+    // Every row but the last target row: that one is the seed, written by propose() with its logits.
+    write_rows(n_rows_ + int(g_.size() / size_t(head_->hp.n_embd)) - 1, false);
+}
+
+void eagle3_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context&, rng& gen,
+                                proposal& out, generation_stats& stats) {
+    out.clear();
+    const int n = length_.limit(max_n);
+    if (n <= 0) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    head_seconds_ = 0;
+    tokens_ = history;  // the engine's history is the truth (it is the one the verdicts built)
+    const int H = int(history.size());
+    const int n_target = n_rows_ + int(g_.size() / size_t(head_->hp.n_embd));
+    if (n_target != H - 1 || n_target <= n_rows_) return;  // no seed row (a one-token prompt): plain round
+    write_rows(n_target, true);  // context rows, then the seed (pending, g_{H-2}): its logits propose x_1
+
+    const int V = head_->n_draft_vocab();
+    const int32_t* ids = head_->d2t.data();
+    if (out.q.size() < size_t(n)) out.q.resize(size_t(n));
+    work_ = history;
+    for (int i = 0; i < n; ++i) {
+        if (p_min_ > 0 && top_probability(logits_.data(), V) < p_min_) break;
+        token_dist& qi = out.q[size_t(i)];
+        // q over the draft vocabulary's target ids; zero elsewhere (the verifier's residual covers it).
+        processor_.process(logits_.data(), ids, V, request_.sampling, work_.data(), work_.size(), qi);
+        const int32_t x = sample_token(qi, gen);
+        out.tokens.push_back(x);
+        work_.push_back(x);
+        const int pos = H - 1 + i;  // the row (x_{i+1}, the pre-norm output of the row before)
+        if (i + 1 == n || pos >= cache_.n_ctx()) break;
+        eval_.forward(cache_, &x, h_.data(), 1, pos);
+        h_.assign(eval_.prenorm(), eval_.prenorm() + h_.size());
+        const auto t_head = std::chrono::steady_clock::now();
+        eval_.logits(0, logits_.data());
+        head_seconds_ += seconds_since(t_head);
+    }
+    stats.draft_seconds += seconds_since(t0);
+    stats.draft_head_seconds += head_seconds_;
+    if (length_.keep(int(out.tokens.size())) == 0) out.tokens.clear();
+}
+
+void eagle3_speculator::observe(const verify_outcome& v, step_context&, generation_stats&) {
+    length_.update(v.gamma, v.n_accepted);
+    const int pos0 = int(tokens_.size()) - 1;  // the pending token's row
+    tokens_.insert(tokens_.end(), v.drafted, v.drafted + v.n_accepted);
+    tokens_.push_back(v.next_token);
+    // The verified rows on the emitted path: [pending, x_1..x_k].
+    add_target_rows(pos0, v.n_accepted + 1, v.features);
+    write_rows(n_rows_ + int(g_.size() / size_t(head_->hp.n_embd)) - 1, false);
+}
+
+}  // namespace specgen
