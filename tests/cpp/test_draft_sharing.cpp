@@ -1,6 +1,6 @@
 // A draft model (draft_kind::model) is loaded once per generator, whatever its n_parallel: every slot's
-// speculator drafts over the same read-only weights with a KV cache of its own (speculator_factory,
-// speculative/speculator.h). The reference model drafts for itself here: one generator with 4 slots
+// speculator drafts over the same read-only weights, its rows in its own sequence of the draft cache the
+// slots share (speculator_factory, speculative/speculator.h; speculative/draft_batch.h). The reference model drafts for itself here: one generator with 4 slots
 // loads one draft GGUF, and 4 requests drafting at once in a batch each give plain decoding's greedy
 // output. Model: argv[1] or $SPECGEN_TEST_MODEL (a Gemma 3 270M GGUF).
 #include <cstdio>

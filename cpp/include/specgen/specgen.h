@@ -275,6 +275,8 @@ typedef struct specgen_stats {
     int64_t auto_method;               /* draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model) */
     double auto_predicted_tokens_per_second; /* draft auto: the cost model's predicted decode tokens/s */
     int64_t auto_n_switches;           /* draft auto: rounds whose method differs from the previous round's */
+    int64_t n_draft_forwards;          /* draft model: draft forwards that ran this request's rows */
+    int64_t n_draft_batch_sequences;   /* draft model: sum over them of the sequences each ran (the mean draft batch) */
     /* Per draft position i < n_positions: rounds that drafted / accepted position i. */
     int32_t n_positions;               /* <= SPECGEN_MAX_DRAFT (draft_max is at most 64) */
     int64_t drafted_at[SPECGEN_MAX_DRAFT];
