@@ -159,7 +159,7 @@ def test_stream_reports_stats(model_path):
 
 def test_queue_full(model_path):
     with specgen.Generator(model_path, n_threads=2, n_ctx=128, n_parallel=1, max_queued=0) as g:
-        running, _ = g._start("Once upon a time", max_tokens=50, temperature=0)
+        running = g._start("Once upon a time", max_tokens=50, temperature=0)
         with pytest.raises(specgen.QueueFullError):
             g._start("Hello", max_tokens=2, temperature=0)
         running.cancel()

@@ -37,6 +37,15 @@ def test_configs_parse():
     assert by["llama:draft:best"].best and by["llama:draft:best"].temps == (0.0,)
 
 
+def test_auto_nanospec_gives_the_draft_model_candidate_its_nanospec_head():
+    (c,) = pair.parse_configs("auto:nanospec")
+    kw = pair._generator_kwargs(c, "d.gguf", 2, 512)
+    assert (kw["draft_kind"], kw["draft_model"], kw["nanospec"]) == ("auto", "d.gguf", True)
+    assert "nanospec" not in pair._generator_kwargs(pair.parse_configs("auto")[0], "d.gguf", 2, 512)
+    with pytest.raises(ValueError, match="unknown option"):
+        pair.parse_configs("ngram:nanospec")
+
+
 @pytest.mark.parametrize("bad, why", [
     ("bogus", "unknown pair config"), ("plain:token", "plain takes no options"), ("draft:zz", "unknown option"),
     ("llama:fast", "llama takes :draft"), ("llama:draft:n0", "unknown llama option"),

@@ -263,7 +263,8 @@ options parse_args(int argc, char** argv) {
         o.gen.draft_head = o.gen.draft_model;
         o.gen.draft_model.clear();
     }
-    if (!o.gen.draft_model.empty() && given.count("draft_kind") && o.gen.draft_type != draft_kind::model)
+    if (!o.gen.draft_model.empty() && given.count("draft_kind") && o.gen.draft_type != draft_kind::model &&
+        o.gen.draft_type != draft_kind::automatic)
         throw usage_error("give either -md/--model-draft or --draft, not both");
     if (!o.model.empty() && !o.hf_repo.empty()) throw usage_error("give either -m/--model or -hf/--hf-repo, not both");
     return o;

@@ -79,6 +79,7 @@ std::string describe_speculation(const generator_params& g) {
     std::string s = !g.draft_head.empty()                ? "EAGLE-3 head " + g.draft_head
                     : g.draft_type == draft_kind::model ? "draft model " + g.draft_model
                                                          : draft_kind_name(g.draft_type);
+    if (g.draft_type == draft_kind::automatic && !g.draft_model.empty()) s += " (with draft model " + g.draft_model + ")";
     s += ", verify " + std::string(g.verify == verify_mode::block ? "block" : "token");
     s += ", draft_max " + std::to_string(g.draft_max) + ", draft_min " + std::to_string(g.draft_min);
     if (g.draft_type == draft_kind::self) s += ", self_layers " + std::to_string(g.self_layers);
@@ -173,7 +174,8 @@ int run(int argc, char** argv) {
     if (!gp.draft_model.empty()) {
         if (!is_regular_file(gp.draft_model))
             throw runtime_failure("draft model file '" + gp.draft_model + "' does not exist or is not a file");
-        gp.set_draft(draft_kind::model, gp.draft_model);
+        // -md alone is kind model; with --draft auto the draft model is one of auto's candidates.
+        gp.set_draft(gp.draft_type == draft_kind::automatic ? draft_kind::automatic : draft_kind::model, gp.draft_model);
     } else {
         gp.set_draft(gp.draft_type);
     }

@@ -16,6 +16,7 @@ from specgen.errors import (
 )
 from specgen.generator import GenerationResult, GenerationStats, Generator
 from specgen.llama import Llama  # llama-cpp-python's class over the same engine
+from specgen.request import Request, StepEvent
 from specgen import bounds, paths, verify  # noqa: E402  (submodules as attributes)
 from specgen._core import Rng, SamplingParams
 from specgen._core import __version__  # CMake's project(VERSION): one version for every front-end
@@ -23,6 +24,8 @@ from specgen._core import __version__  # CMake's project(VERSION): one version f
 __all__ = [
     "Generator",
     "Llama",
+    "Request",
+    "StepEvent",
     "bench",
     "bounds",
     "verify",

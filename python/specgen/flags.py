@@ -120,9 +120,11 @@ def generator_kwargs(ns: argparse.Namespace, default_draft: str = "none",
             notes.append(f"--draft {kind} is llama.cpp's tokens per draft: read as --draft-max {kind} (--draft "
                          "takes a drafter kind here: none, ngram, self, auto; a draft model goes with -md)")
         kind = None
-    if path is not None and kind not in (None, "model"):
-        raise ValueError("give either -md/--model-draft or --draft, not both")
-    if path is not None:
+    if path is not None and kind not in (None, "model", "auto"):
+        raise ValueError("give either -md/--model-draft or --draft, not both (or --draft auto -md PATH)")
+    if path is not None and kind == "auto":  # the draft model is one of auto's candidates
+        kw["draft_kind"], kw["draft_model"] = "auto", path
+    elif path is not None:
         kw["draft_kind"], kw["draft_model"] = "model", path
     elif kind == "model":
         raise ValueError("--draft model needs the draft GGUF: -md PATH")

@@ -10,7 +10,7 @@ import numpy as np
 from specgen.errors import InvalidParameterError, ModelLoadError
 from specgen.hub import resolve_model
 from specgen.logprobs import TokenLogprob, from_core
-from specgen.stream import Stream
+from specgen.request import Request
 
 # Draft kinds accepted as words by ``draft=`` (anything else is a draft model path / Hub reference).
 _DRAFT_WORDS = ("none", "ngram", "self", "auto")
@@ -133,8 +133,10 @@ class Generator:
     (the target's own first ``self_layers`` layers) or "model" (``draft_model``: a path/Hub reference
     to a draft GGUF with the same vocabulary) or "auto" (per request and between rounds picks plain decoding,
     "ngram" or the all-layers self drafter with NanoSpec, and gamma, from a cost model measured on this
-    machine at load and the live acceptance; docs/ALGORITHMS.md section 8). The shorter ``draft=`` takes
-    None, "ngram", "self", "auto" or the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
+    machine at load and the live acceptance; docs/ALGORITHMS.md section 8). ``draft="auto"`` (or
+    ``draft_kind="auto"``) with ``draft_model`` adds the draft model as a candidate (its NanoSpec head
+    with ``nanospec=True``, else its full head; its costs are measured beside the target's). The shorter
+    ``draft=`` takes None, "ngram", "self", "auto" or the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_p_min`` stops drafting before a position whose drafter top probability is below it (None
     or -1: 0.5 with a NanoSpec head, off otherwise); ``draft_adaptive`` shrinks gamma after rejections
@@ -255,15 +257,18 @@ class Generator:
             p.draft_head = os.fspath(draft_head)
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
         # a draft model is looked up.
-        p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))
+        if kind == "auto" and draft_ref is not None:  # auto with a draft model candidate (its reference for now)
+            p.set_draft(_core.DraftKind.auto, os.fspath(draft_ref))
+        else:
+            p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))
         p.validate()
-        if kind == "model":
-            p.set_draft(_core.DraftKind.model, self._resolve_draft(draft_ref, cache_dir))
+        if kind == "model" or (kind == "auto" and draft_ref is not None):
+            p.set_draft(getattr(_core.DraftKind, kind), self._resolve_draft(draft_ref, cache_dir))
         # The seed of every generate() call that passes none; None or -1: a fresh one per call.
         self.seed = None if seed is None or _param("seed", seed) == -1 else int(seed)
         self.model_path = p.model_path
         self.device = device
-        self.draft = draft if draft is not None else (None if kind == "none" else (draft_ref or kind))
+        self.draft = draft if draft is not None else (None if kind == "none" else (draft_ref if kind == "model" else kind))
         self.draft_head = None if draft_head is None else os.fspath(draft_head)
         self.draft_kind = kind
         self._core = _core.Generator(p)
@@ -274,12 +279,15 @@ class Generator:
         reference) or from ``draft_kind`` + ``draft_model``."""
         from specgen import _core
 
+        if draft == "auto" and draft_kind is None and draft_model is not None:
+            return "auto", draft_model  # the draft model is one of auto's candidates
         if draft is not None and (draft_kind is not None or draft_model is not None):
-            raise InvalidParameterError("pass either draft or draft_kind/draft_model, not both")
+            raise InvalidParameterError("pass either draft or draft_kind/draft_model, not both (or draft='auto' "
+                                        "with draft_model)")
         if draft_kind is not None:
             kind = _core.parse_draft_kind(_word("draft_kind", draft_kind, "one of none, ngram, self, model, auto")).name
-            if (kind == "model") != (draft_model is not None):
-                raise InvalidParameterError("draft_model goes with draft_kind='model' (and only with it)")
+            if kind == "model" and draft_model is None or kind not in ("model", "auto") and draft_model is not None:
+                raise InvalidParameterError("draft_model goes with draft_kind='model' or 'auto' (and only with them)")
             return kind, draft_model
         if draft_model is not None:
             return "model", draft_model
@@ -454,14 +462,14 @@ class Generator:
         add_bos: bool = True,
         stream: bool = False,
         logprobs: Optional[int] = None,
-    ) -> Union[GenerationResult, Iterator[str]]:
+    ) -> Union[GenerationResult, Request]:
         """Continues ``prompt`` (text, or token ids used as they are).
 
         temperature 0 is greedy decoding. ``repeat_penalty`` looks back ``repeat_last_n`` tokens (-1:
         all, 0: off). ``seed`` None or -1 draws a fresh one (``stats.seed`` reports it).
         ``ignore_eos`` keeps generating past end-of-generation tokens; ``add_bos`` prepends BOS when
-        the model asks for it. With ``stream=True`` returns an iterator of text pieces (whole UTF-8
-        characters only); otherwise a GenerationResult. Speculative decoding keeps the output
+        the model asks for it. With ``stream=True`` returns the started specgen.Request, an iterator
+        of text pieces (whole UTF-8 characters only); otherwise a GenerationResult. Speculative decoding keeps the output
         distribution of plain decoding exactly (greedy: the same tokens). ``logprobs=N`` records each
         token's log-probability and its N most probable alternatives (GenerationResult.logprobs;
         specgen.logprobs says from which distribution).
@@ -477,7 +485,7 @@ class Generator:
                 raise InvalidParameterError("stream=True takes one prompt (call generate() once per stream)")
             from specgen.errors import QueueFullError
 
-            started: List[Any] = []   # (gen, seed) per prompt, None once its result is collected
+            started: List[Any] = []   # a Request per prompt, None once its result is collected
             results: List[Optional[GenerationResult]] = []
             try:
                 for p_i, s_i in zip(prompts, seeds):
@@ -494,46 +502,42 @@ class Generator:
                             k = next((i for i, s in enumerate(started) if s is not None), None)
                             if k is None:
                                 raise
-                            results[k] = self._finish(*started[k], logprobs)
+                            results[k] = self._finish(started[k], logprobs)
                             started[k] = None
                 for k, s in enumerate(started):
                     if s is not None:
-                        results[k] = self._finish(*s, logprobs)
+                        results[k] = self._finish(s, logprobs)
                         started[k] = None
                 return results
             except BaseException:
                 for s in started:
                     if s is not None:
-                        s[0].cancel()
+                        s.cancel()
                 raise
         if isinstance(seed, (list, tuple)):
             raise InvalidParameterError("a list of seeds goes with a list of prompts")
         # Concurrent calls and streams are batched by the engine; one that finds every slot busy
         # waits in its queue (engine/scheduler.h).
-        gen, seed = self._start(prompt, max_tokens=max_tokens, temperature=temperature,
-                                top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
-                                repeat_last_n=repeat_last_n, stop=stop, seed=seed, ignore_eos=ignore_eos,
-                                add_bos=add_bos, logprobs=logprobs)
+        request = self._start(prompt, max_tokens=max_tokens, temperature=temperature,
+                              top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                              repeat_last_n=repeat_last_n, stop=stop, seed=seed, ignore_eos=ignore_eos,
+                              add_bos=add_bos, logprobs=logprobs)
         if stream:
-            return Stream(gen, self, seed)
-        return self._finish(gen, seed, logprobs)
+            return request
+        return self._finish(request, logprobs)
 
-    def _finish(self, gen, seed: int, logprobs) -> GenerationResult:
-        """Waits for a started request to end (cancelling it on KeyboardInterrupt) and packs the result."""
-        try:
-            while not gen.done:
-                gen.step()
-        except BaseException:
-            gen.cancel(wait=False)  # Ctrl-C returns at once; the slot is freed before the next step
-            raise
-        lp = from_core(gen.logprobs()) if logprobs is not None else None
-        return GenerationResult(gen.text, list(gen.tokens), gen.finish_reason, self._stats(gen, seed), lp)
+    @staticmethod
+    def _finish(request: Request, logprobs) -> GenerationResult:
+        """Waits for a started request to end (Ctrl-C cancels it at once) and packs the result."""
+        request.wait()
+        lp = request.logprobs() if logprobs is not None else None
+        return GenerationResult(request.text, request.tokens, request.finish_reason, request.stats, lp)
 
     def _start(self, prompt, *, max_tokens: int = 256, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
                stop=None, seed=None, ignore_eos: bool = False, add_bos: bool = True, logprobs=None):
-        """Checks generate()'s parameters and starts the request (prefill): (native generation,
-        seed). specgen.steps drives it step by step for create_completion and the server."""
+        """Checks generate()'s parameters and submits the request: a specgen.Request (read step by
+        step by create_completion, the Llama class and the server)."""
         from specgen import _core
 
         gp = _core.GenerateParams()
@@ -565,15 +569,9 @@ class Generator:
             tokens = self._token_ids(prompt, "prompt")
         else:
             raise InvalidParameterError(f"prompt must be a str, bytes or a list of token ids, got {type(prompt).__name__}")
-        gen = self._g.start(tokens, gp)
-        self._live = gen
-        return gen, gp.seed
-
-    @staticmethod
-    def _stats(gen, seed: int) -> "GenerationStats":
-        stats = gen.stats()
-        stats.seed = seed
-        return stats
+        native = self._g.start(tokens, gp)
+        self._live = native
+        return Request(self, native, gp.seed, logprobs is not None)
 
     # -- OpenAI-shaped results (as llama-cpp-python's Llama; specgen.openai_compat) ---------------
     def create_completion(self, prompt: Union[str, Sequence[int]], **kwargs) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:

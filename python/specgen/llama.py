@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 from specgen import openai_compat as oc
 from specgen.errors import InvalidParameterError, SpecgenNotImplementedError
 from specgen.generator import Generator
-from specgen.steps import StepStream
+from specgen.request import Request
 
 __all__ = ["Llama", "LLAMA_DEFAULT_SEED"]
 
@@ -438,7 +438,7 @@ class Llama:
         oc.check_context(self.generator, ids)
 
         def run() -> Iterator[int]:
-            for ev in StepStream(self.generator, ids, ignore_eos=True, **params):
+            for ev in self.generator._start(ids, ignore_eos=True, **params).events():
                 yield from ev.tokens
 
         return run()
@@ -454,22 +454,22 @@ class Llama:
     def _run(self, builder: oc.ResponseBuilder, tokens: List[int], params: Dict[str, Any], stream: bool,
              echoed: str):
         if not stream:
-            steps = StepStream(self.generator, tokens, **params)
-            for ev in steps:
+            request = self.generator._start(tokens, **params)
+            for ev in request.events():
                 builder.add(ev)
-            out = builder.response(steps.finish_reason, steps.stats, steps.n_prompt_tokens)
+            out = builder.response(request.finish_reason, request.stats, request.n_prompt_tokens)
             out["usage"] = _llama_usage(out["usage"])
             if echoed:
                 out["choices"][0]["text"] = echoed + out["choices"][0]["text"]
-            self._timings(steps)
+            self._timings(request)
             return out
         return self._chunks(builder, tokens, params, echoed)
 
     def _chunks(self, builder: oc.ResponseBuilder, tokens: List[int], params: Dict[str, Any],
                 echoed: str) -> Iterator[Dict[str, Any]]:
         # Started on the first next(), as llama-cpp-python's generator does; a stream dropped early
-        # ends its request (StepStream cancels it when its iteration is closed).
-        steps = StepStream(self.generator, tokens, **params)
+        # ends its request (closing its events() iterator cancels it).
+        request = self.generator._start(tokens, **params)
 
         def prefix(chunk: Dict[str, Any]) -> Dict[str, Any]:
             nonlocal echoed
@@ -479,17 +479,17 @@ class Llama:
             return chunk
 
         yield from (prefix(c) for c in builder.first_chunks())
-        for ev in steps:
+        for ev in request.events():
             yield prefix(builder.chunk(ev))
-        last = builder.final_chunk(steps.finish_reason, steps.stats, steps.n_prompt_tokens)
+        last = builder.final_chunk(request.finish_reason, request.stats, request.n_prompt_tokens)
         last.pop("usage", None)  # llama-cpp-python's chunks carry no usage
         yield prefix(last)
-        self._timings(steps)
+        self._timings(request)
 
-    def _timings(self, steps: StepStream) -> None:
+    def _timings(self, request: Request) -> None:
         if not self.verbose or self.no_perf:
             return
-        s = steps.stats
+        s = request.stats
         print(f"specgen.Llama: prompt {s['n_prompt_tokens']} tokens ({s['prefill_tokens_per_second']:.1f} tokens/s), "
               f"generated {s['n_generated']} tokens ({s['decode_tokens_per_second']:.1f} tokens/s)", file=sys.stderr)
 

@@ -3,7 +3,7 @@ llama-cpp-python's ``Llama.create_completion`` / ``create_chat_completion``).
 
 Request fields map onto generate()'s parameters; fields the engine has no sampler for (a non-zero
 frequency/presence penalty, logit_bias, n > 1, echo, suffix, tools) raise InvalidParameterError
-naming them rather than being ignored. Streams are built from specgen.steps events: each engine step
+naming them rather than being ignored. Streams are built from specgen.request events: each engine step
 becomes one chunk with the text it made safe to show and the logprobs of the tokens it emitted.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Unio
 
 from specgen.errors import ContextOverflowError, InvalidParameterError
 from specgen.logprobs import TokenLogprob
-from specgen.steps import StepEvent, StepStream
+from specgen.request import Request, StepEvent
 
 # OpenAI reports a token its distribution gives probability 0 as -9999.0 (JSON has no -inf).
 _NEG_INF_LOGPROB = -9999.0
@@ -258,17 +258,17 @@ def chat_logprobs(logprobs: Optional[bool], top_logprobs: Optional[int]) -> Opti
     return (top_logprobs or 0) if logprobs else None
 
 
-def _run(builder: ResponseBuilder, stream: StepStream, streaming: bool):
+def _run(builder: ResponseBuilder, request: Request, streaming: bool):
     if not streaming:
-        for ev in stream:
+        for ev in request.events():
             builder.add(ev)
-        return builder.response(stream.finish_reason, stream.stats, stream.n_prompt_tokens)
+        return builder.response(request.finish_reason, request.stats, request.n_prompt_tokens)
 
     def chunks() -> Iterator[Dict[str, Any]]:
         yield from builder.first_chunks()
-        for ev in stream:
+        for ev in request.events():
             yield builder.chunk(ev)
-        yield builder.final_chunk(stream.finish_reason, stream.stats, stream.n_prompt_tokens)
+        yield builder.final_chunk(request.finish_reason, request.stats, request.n_prompt_tokens)
 
     return chunks()
 
@@ -306,7 +306,7 @@ def create_completion(
                                logit_bias=logit_bias, logprobs=n_top)
     tokens = prompt_tokens(generator, prompt)
     builder = ResponseBuilder(generator, "completion", model or _model_name(generator), n_top)
-    return _run(builder, StepStream(generator, tokens, **params), stream)
+    return _run(builder, generator._start(tokens, **params), stream)
 
 
 def create_chat_completion(
@@ -352,7 +352,7 @@ def create_chat_completion(
         template = cache[chat_template] = template_for(generator, chat_template)
     tokens = chat_prompt_tokens(generator, template, messages)
     builder = ResponseBuilder(generator, "chat", model or _model_name(generator), n_top)
-    return _run(builder, StepStream(generator, tokens, **params), stream)
+    return _run(builder, generator._start(tokens, **params), stream)
 
 
 def _model_name(generator) -> str:

@@ -1,6 +1,6 @@
 // A draft model (draft_kind::model) is loaded once per generator, whatever its n_parallel: every slot's
-// speculator drafts over the same read-only weights with a KV cache of its own (speculator_factory,
-// speculative/speculator.h). The reference model drafts for itself here: one generator with 4 slots
+// speculator drafts over the same read-only weights, its rows in its own sequence of the draft cache the
+// slots share (speculator_factory, speculative/speculator.h; speculative/draft_batch.h). The reference model drafts for itself here: one generator with 4 slots
 // loads one draft GGUF, and 4 requests drafting at once in a batch each give plain decoding's greedy
 // output. Model: argv[1] or $SPECGEN_TEST_MODEL (a Gemma 3 270M GGUF).
 #include <cstdio>
@@ -76,6 +76,21 @@ int main(int argc, char** argv) {
             while (!running[i]->done()) running[i]->step();
             check(running[i]->tokens() == want[i], what + ": prompt " + std::to_string(i) + " differs from plain decoding");
             check(running[i]->stats().n_drafted > 0, what + ": prompt " + std::to_string(i) + " drafted nothing");
+        }
+    }
+    {
+        // draft_kind auto with a draft model: every slot's auto speculator drafts over the factory's weights.
+        setenv("SPECGEN_CALIBRATION", "off", 1);
+        generator_params gp = base(path, 3);
+        gp.set_draft(draft_kind::automatic, path);
+        const int64_t before = draft_model_loads();
+        generator g(gp);
+        check(draft_model_loads() - before == 1, "auto + draft model: 3 slots load the draft GGUF once, loaded " +
+                                                     std::to_string(draft_model_loads() - before));
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            auto r = g.start(prompts[i], greedy(n));
+            while (!r->done()) r->step();
+            check(r->tokens() == want[i], "auto + draft model: prompt " + std::to_string(i) + " differs from plain decoding");
         }
     }
     if (test_support::failures == 0) std::printf("test_draft_sharing: ok\n");

@@ -123,7 +123,7 @@ typedef struct specgen_generator_params {
 
     /* Speculation. */
     specgen_draft_kind draft_kind; /* default SPECGEN_DRAFT_KIND_NONE */
-    const char * draft_path;       /* the draft GGUF for SPECGEN_DRAFT_KIND_MODEL, else ignored */
+    const char * draft_path;       /* the draft GGUF for SPECGEN_DRAFT_KIND_MODEL; optional for AUTO (one more candidate) */
     specgen_verify verify;         /* default SPECGEN_VERIFY_BLOCK */
     int32_t draft_max;             /* gamma, the most tokens drafted per round, [1, 64]; default 8 */
     int32_t draft_min;             /* rounds drafting fewer fall back to plain decoding, [0, draft_max] */
@@ -272,9 +272,11 @@ typedef struct specgen_stats {
     int64_t vocab_set_size;            /* NanoSpec / FR-Spec: |S| at the end */
     double draft_head_seconds;         /* time in the drafter's LM head (part of draft_seconds) */
     double nanospec_prefill_seconds;   /* NanoSpec: the prefill's full head pass (part of prefill_seconds) */
-    int64_t auto_method;               /* draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec) */
+    int64_t auto_method;               /* draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model) */
     double auto_predicted_tokens_per_second; /* draft auto: the cost model's predicted decode tokens/s */
     int64_t auto_n_switches;           /* draft auto: rounds whose method differs from the previous round's */
+    int64_t n_draft_forwards;          /* draft model: draft forwards that ran this request's rows */
+    int64_t n_draft_batch_sequences;   /* draft model: sum over them of the sequences each ran (the mean draft batch) */
     /* Per draft position i < n_positions: rounds that drafted / accepted position i. */
     int32_t n_positions;               /* <= SPECGEN_MAX_DRAFT (draft_max is at most 64) */
     int64_t drafted_at[SPECGEN_MAX_DRAFT];

@@ -238,7 +238,9 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
             case SPECGEN_DRAFT_KIND_NONE: gp.set_draft(specgen::draft_kind::none); break;
             case SPECGEN_DRAFT_KIND_SELF: gp.set_draft(specgen::draft_kind::self); break;
             case SPECGEN_DRAFT_KIND_NGRAM: gp.set_draft(specgen::draft_kind::ngram); break;
-            case SPECGEN_DRAFT_KIND_AUTO: gp.set_draft(specgen::draft_kind::automatic); break;
+            case SPECGEN_DRAFT_KIND_AUTO:  // draft_path, when given: auto's draft model candidate
+                gp.set_draft(specgen::draft_kind::automatic, p.draft_path ? p.draft_path : "");
+                break;
             case SPECGEN_DRAFT_KIND_MODEL:
                 if (!p.draft_path || !*p.draft_path) return invalid("draft_kind is MODEL but draft_path is NULL or empty");
                 gp.set_draft(specgen::draft_kind::model, p.draft_path);

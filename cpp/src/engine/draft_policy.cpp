@@ -14,7 +14,7 @@ constexpr double kSmoothing = 0.2;   // weight of a new measurement once a row c
 constexpr double kPriorFixed = 0.72, kPriorPerRow = 0.28;
 }  // namespace
 
-void draft_policy::observe_step(int rows, double seconds) {
+void draft_policy::step_table::observe(int rows, double seconds) {
     if (rows < 1 || rows >= kMaxRows || !(seconds > 0)) return;
     if (int(t_.size()) <= rows) {
         t_.resize(rows + 1, 0.0);
@@ -24,7 +24,7 @@ void draft_policy::observe_step(int rows, double seconds) {
     t_[rows] = n == 0 ? seconds : t_[rows] + std::max(kSmoothing, 1.0 / (n + 1)) * (seconds - t_[rows]);
 }
 
-double draft_policy::step_seconds(int rows) const {
+double draft_policy::step_table::seconds(int rows) const {
     rows = std::max(1, rows);
     if (rows < int(t_.size()) && n_[rows] > 0) return t_[rows];
     // Nearest measured row counts below and above.
@@ -52,34 +52,92 @@ double draft_policy::expected_tokens(double a, int g) {
     return (1.0 - std::pow(a, g + 1)) / (1.0 - a);
 }
 
-void draft_policy::choose(const std::vector<sequence>& seqs, int fixed_rows, std::vector<int>& caps) const {
+double draft_policy::draft_step_seconds(int rows) const {
+    if (rows <= 0) return 0;
+    return draft_.empty() ? size_ratio_ * target_.seconds(rows) : draft_.seconds(rows);
+}
+
+void draft_policy::choose(const std::vector<sequence>& seqs, int fixed_rows, std::vector<int>& caps,
+                          bool batched_drafts) const {
     const size_t B = seqs.size();
     caps.assign(B, 0);
-    double tokens = 0, draft_time = 0;
-    tokens += double(B);  // every sequence emits at least one token
+    double tokens = double(B);  // every sequence emits at least one token
+    double draft_time = 0;
     int rows = fixed_rows;
     double best = tokens / step_seconds(rows);
+    // Batched drafts: level[j] = sequences drafting at least j + 1 tokens (draft position j's rows).
+    std::vector<int> level;
+    auto draft_delta = [&](int j, int added) {
+        const int now = j < int(level.size()) ? level[j] : 0;
+        return draft_step_seconds(now + added) - draft_step_seconds(now);
+    };
+    auto gain_of = [&](size_t b) {
+        return expected_tokens(seqs[b].acceptance, caps[b] + 1) - expected_tokens(seqs[b].acceptance, caps[b]);
+    };
     // Greedy: E is concave in g, the step time grows with rows, so adding the best single draft token
-    // while the rate improves finds the maximum of the separable objective.
+    // while the rate improves finds the maximum of the separable objective. With batched drafts a draft
+    // position's first row also pays the draft forward's fixed part, so a move may also add one token to
+    // every sequence whose draft has the same length.
     for (;;) {
-        int pick = -1;
+        int pick = -1, pick_level = -1, pick_rows = 0;
         double pick_rate = best, pick_gain = 0, pick_draft = 0;
         for (size_t b = 0; b < B; ++b) {
             if (caps[b] >= seqs[b].max_draft) continue;
-            const double gain = expected_tokens(seqs[b].acceptance, caps[b] + 1) - expected_tokens(seqs[b].acceptance, caps[b]);
-            const double rate = (tokens + gain) / (step_seconds(rows + 1) + draft_time + seqs[b].draft_seconds);
+            const double gain = gain_of(b);
+            const double draft = batched_drafts ? draft_delta(caps[b], 1) : seqs[b].draft_seconds;
+            const double rate = (tokens + gain) / (step_seconds(rows + 1) + draft_time + draft);
             if (rate > pick_rate * (1.0 + 1e-9)) {
                 pick = int(b);
+                pick_level = -1;
+                pick_rows = 1;
                 pick_rate = rate;
                 pick_gain = gain;
-                pick_draft = seqs[b].draft_seconds;
+                pick_draft = draft;
             }
         }
-        if (pick < 0) break;
-        caps[pick] += 1;
+        if (batched_drafts) {
+            for (size_t c = 0; c < B; ++c) {  // c: a sequence whose length names the level
+                if (caps[c] >= seqs[c].max_draft) continue;
+                bool first = true;
+                for (size_t b = 0; b < c && first; ++b) first = caps[b] != caps[c] || caps[b] >= seqs[b].max_draft;
+                if (!first) continue;
+                double gain = 0;
+                int m = 0;
+                for (size_t b = 0; b < B; ++b)
+                    if (caps[b] == caps[c] && caps[b] < seqs[b].max_draft) {
+                        gain += gain_of(b);
+                        ++m;
+                    }
+                if (m < 2) continue;  // the single move above
+                const double draft = draft_delta(caps[c], m);
+                const double rate = (tokens + gain) / (step_seconds(rows + m) + draft_time + draft);
+                if (rate > pick_rate * (1.0 + 1e-9)) {
+                    pick = -1;
+                    pick_level = caps[c];
+                    pick_rows = m;
+                    pick_rate = rate;
+                    pick_gain = gain;
+                    pick_draft = draft;
+                }
+            }
+        }
+        if (pick < 0 && pick_level < 0) break;
+        auto grow = [&](size_t b) {
+            if (batched_drafts) {
+                if (int(level.size()) <= caps[b]) level.resize(size_t(caps[b]) + 1, 0);
+                level[caps[b]] += 1;
+            }
+            caps[b] += 1;
+        };
+        if (pick >= 0) {
+            grow(size_t(pick));
+        } else {
+            for (size_t b = 0; b < B; ++b)
+                if (caps[b] == pick_level && caps[b] < seqs[b].max_draft) grow(b);
+        }
         tokens += pick_gain;
         draft_time += pick_draft;
-        rows += 1;
+        rows += pick_rows;
         best = pick_rate;
     }
 }

@@ -61,7 +61,8 @@ const std::vector<param_spec> kSpecs = {
      "drafter: none (plain decoding), ngram (prompt lookup), self (the target's first self_layers layers), "
      "model (draft_model; implied by -md), auto (picks the method and gamma per round from a measured cost model)",
      "--draft", G::speculative},
-    {"draft_model", S::generator, T::text, 0, 0, false, "", "", "draft GGUF with the target's vocabulary (draft_kind model)",
+    {"draft_model", S::generator, T::text, 0, 0, false, "", "",
+     "draft GGUF with the target's vocabulary (draft_kind model, or auto: one more candidate)",
      "-md|--model-draft", G::speculative},
     {"draft_head", S::generator, T::text, 0, 0, false, "", "",
      "EAGLE-3 draft head GGUF (llama.cpp's eagle3 layout) drafting from the target's hidden states",
@@ -262,9 +263,10 @@ long double parse_param_text(const param_spec& s, const std::string& text, const
 }
 
 void generator_params::set_draft(draft_kind kind, const std::string& path) {
-    require(kind == draft_kind::model ? !path.empty() : path.empty(),
+    // auto takes a draft model as one more candidate (docs/ALGORITHMS.md section 8), or none.
+    require(kind == draft_kind::model ? !path.empty() : (path.empty() || kind == draft_kind::automatic),
             kind == draft_kind::model ? "draft_kind model needs a draft_model path"
-                                      : std::string("draft_model is only for draft_kind model (got kind ") +
+                                      : std::string("draft_model is only for draft_kind model or auto (got kind ") +
                                             draft_kind_name(kind) + ")");
     draft_type = kind;
     draft_model = path;
@@ -334,13 +336,17 @@ void generator_params::validate() const {
             "draft_head drafts with an EAGLE-3 head: leave draft_kind none and ssd, nanospec and frspec off (got draft '" +
                 std::string(draft.empty() ? "none" : draft) + "')");
     const bool automatic = draft == "auto";
-    require(!automatic || (!ssd && !nanospec && frspec == 0),
-            "draft_kind auto chooses the drafter and its head itself: leave ssd, nanospec and frspec off");
+    require(!automatic || (!ssd && frspec == 0),
+            "draft_kind auto chooses the drafter and its head itself: leave ssd and frspec off");
+    // With auto, nanospec chooses the draft model candidate's head (the self candidate always has NanoSpec).
+    require(!automatic || !nanospec || !draft_model.empty(),
+            "draft_kind auto chooses the drafter and its head itself: nanospec only selects a draft model's head "
+            "(give draft_model), leave it off otherwise");
     const bool neural = !draft.empty() && draft != "ngram" && !automatic;
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
-    require(!(nanospec || frspec > 0) || neural,
+    require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()),
             "nanospec/frspec choose a draft LM head: they need draft_kind self or model (got '" +
                 std::string(draft.empty() ? "none" : draft) + "')");
 }

@@ -53,7 +53,7 @@ struct generator_params {
     // Speculation: set with set_draft(kind, path). `draft` is the engine's drafter selector derived
     // from them ("" none, "ngram", "self", or the draft GGUF path); validate() checks they agree.
     draft_kind draft_type = draft_kind::none;
-    std::string draft_model;      // the draft GGUF when draft_type == model
+    std::string draft_model;      // the draft GGUF when draft_type == model (or auto's draft model candidate)
     std::string draft;
     // An EAGLE-3 draft head GGUF (llama.cpp's eagle3 layout, speculative/eagle3.h): drafts from the
     // target's hidden states; excludes draft_kind (none), ssd, nanospec and frspec.
@@ -90,8 +90,8 @@ struct generator_params {
     // Batch-aware draft lengths (docs/ALGORITHMS.md section 7) when 2+ sequences share a step.
     bool batch_draft_policy = true;
 
-    // Sets draft_type, draft_model and the derived `draft`. A model path is required for (only
-    // for) draft_kind::model.
+    // Sets draft_type, draft_model and the derived `draft`. A model path is required for
+    // draft_kind::model and optional for draft_kind::automatic (a draft model candidate).
     void set_draft(draft_kind kind, const std::string& model_path = "");
     // draft_p_min, or with -1 the measured best for the drafter's head: 0.5 with NanoSpec, else 0.
     float effective_draft_p_min() const;

@@ -11,6 +11,7 @@
 #include "engine/sequence.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "speculative/draft_batch.h"
 
 namespace specgen {
 
@@ -34,6 +35,7 @@ scheduler::scheduler(const loaded_target& target)
         s.index = i;
         s.spec = speculators_.make({target_.m, target_.tok, target_.cache, target_.be, i, &target_.head, &s.prefix, nullptr, nullptr});
     }
+    policy_.set_draft_size_ratio(speculators_.draft_size_ratio());
     thread_ = std::thread(&scheduler::loop, this);
 }
 
@@ -253,7 +255,10 @@ void scheduler::run_step(const std::vector<sequence*>& act) {
     }
 
     // 1. Each decoding sequence proposes; with 2+ of them the batch policy bounds each draft
-    //    (docs/ALGORITHMS.md section 7).
+    //    (docs/ALGORITHMS.md section 7). A draft model drafts every sequence's position i in one
+    //    batched draft forward (speculative/draft_batch.h): they join in propose(), run() drafts.
+    draft_batch* drafts = speculators_.batch();
+    if (drafts) drafts->clear();  // nothing a failed step left
     caps_.assign(decoding.size(), INT_MAX);
     if (p.batch_draft_policy && decoding.size() >= 2 && slots_[0].spec) {
         std::vector<draft_policy::sequence> seqs;
@@ -263,9 +268,13 @@ void scheduler::run_step(const std::vector<sequence*>& act) {
             seqs.push_back({a >= 0 ? a : draft_policy::acceptance(st.n_accepted, st.n_drafted),
                             st.n_drafted > 0 ? st.draft_seconds / double(st.n_drafted) : 0.0, p.draft_max});
         }
-        policy_.choose(seqs, int(decoding.size()), caps_);
+        policy_.choose(seqs, int(decoding.size()), caps_, drafts != nullptr);
     }
-    for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->propose(caps_[i], int(decoding.size()));
+    for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->propose(caps_[i], int(decoding.size()), drafts);
+    if (drafts && !drafts->empty()) {
+        drafts->run();
+        for (const draft_batch::forward_time& f : drafts->timings()) policy_.observe_draft_step(f.rows, f.seconds);
+    }
 
     // 2. One ragged batch: every round's rows, then prefill chunks in the rows left.
     batch_.clear();

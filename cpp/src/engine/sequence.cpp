@@ -75,11 +75,12 @@ void sequence::prefill_done(int m, const float* batch_hidden) {
 
 // ---- a round ------------------------------------------------------------------------------------
 
-void sequence::propose(int cap, int n_sequences) {
+void sequence::propose(int cap, int n_sequences, draft_batch* drafts) {
     proposal_.clear();
     gamma_ = 0;
     if (!slot_->spec) return;
     step_.n_sequences = n_sequences;  // also when the batch policy leaves it no draft this round
+    step_.drafts = drafts;
     if (cap <= 0) return;
     const int64_t budget = params_.max_tokens < 0 ? INT64_MAX : params_.max_tokens - int64_t(generated_.size());
     const int64_t room = int64_t(target_.params.n_ctx) - n_past_ - 1;
@@ -89,6 +90,7 @@ void sequence::propose(int cap, int n_sequences) {
 }
 
 int sequence::add_round_rows(batch& b) {
+    gamma_ = int(proposal_.tokens.size());  // a batched draft completes the proposal after propose()
     batch_.assign(1, history_.back());  // pending
     batch_.insert(batch_.end(), proposal_.tokens.begin(), proposal_.tokens.begin() + gamma_);
     // Rows already forwarded (the hand-over, speculative/proposal.h): their keys and values are in the

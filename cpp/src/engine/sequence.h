@@ -27,6 +27,7 @@
 namespace specgen {
 
 class batch;
+class draft_batch;
 struct slot;
 
 class sequence {
@@ -63,8 +64,9 @@ public:
     void prefill_done(int m, const float* batch_hidden);
 
     // ---- a round ----
-    // cap: the batch policy's longest draft; n_sequences: the step's decoding sequences.
-    void propose(int cap, int n_sequences);
+    // cap: the batch policy's longest draft; n_sequences: the step's decoding sequences; drafts: the
+    // step's batched drafter (null: none), whose run() completes the proposal before add_round_rows().
+    void propose(int cap, int n_sequences, draft_batch* drafts = nullptr);
     // Adds [pending, x_1..x_g] minus the rows already forwarded; returns the rows it added.
     int add_round_rows(batch& b);
     int round_rows() const { return gamma_ + 1; }  // rows of the head: g + 1

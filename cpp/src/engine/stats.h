@@ -42,9 +42,11 @@ namespace specgen {
     X(int64_t, vocab_set_size, vocab_set_size, "NanoSpec/FR-Spec: |S| at the end (0 without a reduced draft head)")           \
     X(double, draft_head_seconds, draft_head_seconds, "time in the drafter's LM head (part of draft_seconds)")                      \
     X(double, nanospec_prefill_seconds, nanospec_prefill_seconds, "NanoSpec: the seed head over the last prompt rows (part of prefill_seconds; under auto, of decode_seconds)")                                                                 \
-    X(int64_t, auto_method, auto_method, "draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec)")            \
+    X(int64_t, auto_method, auto_method, "draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model)")            \
     X(double, auto_predicted_tokens_per_second, auto_predicted_tokens_per_second, "draft auto: the cost model's predicted decode tokens/s over the rounds (docs/ALGORITHMS.md section 8)") \
-    X(int64_t, auto_n_switches, auto_n_switches, "draft auto: rounds whose method differs from the previous round's")
+    X(int64_t, auto_n_switches, auto_n_switches, "draft auto: rounds whose method differs from the previous round's") \
+    X(int64_t, n_draft_forwards, n_draft_forwards, "draft model: forward passes of the draft model that ran this request's rows") \
+    X(int64_t, n_draft_batch_sequences, n_draft_batch_sequences, "draft model: sum over those forwards of the sequences each ran (/ n_draft_forwards: the mean draft batch)")
 
 // X(name, doc): values derived from the counters (methods of generation_stats).
 #define SPECGEN_STATS_DERIVED(X)                                                                      \
@@ -101,6 +103,9 @@ struct generation_stats {
     int64_t auto_method = 0;                   // the last round's method (auto_method in cost_model.h)
     double auto_predicted_tokens_per_second = 0;
     int64_t auto_n_switches = 0;
+    // Batched drafting with a draft model (speculative/draft_batch.h)
+    int64_t n_draft_forwards = 0;         // draft forwards that ran this request's rows
+    int64_t n_draft_batch_sequences = 0;  // sum over them of the sequences each one ran
 
     // Reused rows cost nothing: counting them made a cached prompt "prefill" at billions of tokens/s.
     // The prompt's last token is forwarded by the first decode step, not by the prefill, so a prompt

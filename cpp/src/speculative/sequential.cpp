@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "common/error.h"
 #include "speculative/auto/auto_speculator.h"
+#include "speculative/draft_batch.h"
 #include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
 #include "speculative/drafters/neural.h"
@@ -33,6 +34,12 @@ sequential_speculator::sequential_speculator(const generator_params& params, con
     weights_ = t.draft ? t.draft : load_neural_weights(params, t.target, t.tok);
     vocab_ = make_draft_vocab(params, *weights_->m, t.target.hp().n_vocab);  // over the drafter's own head
     if (vocab_ && vocab_->grows()) nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, t.prefix, deferred_seed);
+    if (t.batch) {
+        batch_ = t.batch;
+        batched_ = std::make_unique<neural_drafter>(batch_->weights(), batch_->n_layers(), batch_->cache(), t.be,
+                                                    vocab_.get(), false, t.seq);
+        return;
+    }
     drafter_ = make_neural_drafter(params, weights_, t.cache, t.be, vocab_.get(), t.seq);
 }
 
@@ -42,7 +49,8 @@ void sequential_speculator::begin(const std::vector<int32_t>& prompt, const spec
                                   step_context& step, generation_stats& stats) {
     request_ = request;
     length_.reset();
-    drafter_->begin(prompt);
+    if (drafter_) drafter_->begin(prompt);
+    else batched_->reset();
     if (nanospec_) nanospec_->begin(prompt, request.n_cached, step.n_sequences, stats);
     else if (vocab_) stats.vocab_set_size = vocab_->size();  // static (FR-Spec): reset() keeps it
 }
@@ -56,12 +64,18 @@ double sequential_speculator::seed_share() const { return nanospec_ ? nanospec_-
 void sequential_speculator::seed_prompt(int n, generation_stats& stats) {
     if (nanospec_) nanospec_->seed_waiting(n, stats);
 }
+int sequential_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
 
-void sequential_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context&, rng& gen,
+void sequential_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen,
                                     proposal& out, generation_stats& stats) {
     out.clear();
     const int n = length_.limit(max_n);
     if (n <= 0) return;
+    if (batch_) {
+        batch_->join({batched_.get(), &history, n, length_.min(), p_min_, &request_.sampling, &gen, &out, &stats});
+        if (step.drafts != batch_) batch_->run();  // the engine does not batch this step: draft alone now
+        return;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     drafter_->propose(history, n, request_.sampling, p_min_, gen, out);
     stats.draft_seconds += seconds_since(t0);
@@ -92,15 +106,28 @@ std::unique_ptr<speculator> make_speculator(const generator_params& params, cons
 speculator_factory::speculator_factory(const generator_params& params, const model& target, const tokenizer& tok)
     : params_(params) {
     // A neural drafter's weights: loaded once, read by every slot's drafter (auto builds its own self
-    // candidates; ngram and plain decoding have none).
+    // candidates, and shares a draft model given with it like this; ngram and plain decoding have none).
     if (!params.draft.empty() && params.draft != "ngram" && params.draft != "auto")
         draft_ = load_neural_weights(params, target, tok);
+    if (params.draft == "auto" && !params.draft_model.empty()) draft_ = load_neural_weights(auto_draft_params(params), target, tok);
     if (!params.draft_head.empty()) eagle3_ = load_eagle3_head(params.draft_head, target);
+    if (draft_ && draft_->own && target.bytes_per_token() > 0)
+        size_ratio_ = double(draft_->m->bytes_per_token()) / double(target.bytes_per_token());
 }
 
-std::unique_ptr<speculator> speculator_factory::make(speculation_target t) const {
+speculator_factory::~speculator_factory() = default;
+
+std::unique_ptr<speculator> speculator_factory::make(speculation_target t) {
     t.draft = draft_;
     t.eagle3 = eagle3_;
+    // The sequential speculator over a draft model drafts through the shared batch (built on the
+    // first slot's backend: every slot runs on the generator's one backend). SSD, auto and EAGLE-3
+    // keep drafters of their own.
+    const bool sequential = !params_.ssd && params_.draft_head.empty() && params_.draft != "auto";
+    if (sequential && draft_ && draft_->own) {
+        if (!batch_) batch_ = std::make_unique<draft_batch>(draft_, params_.n_ctx, params_.n_parallel, t.be);
+        t.batch = batch_.get();
+    }
     return make_speculator(params_, t);
 }
 

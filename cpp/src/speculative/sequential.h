@@ -1,6 +1,7 @@
 // The sequential speculator (docs/ALGORITHMS.md sections 1-3): one drafter that drafts on the engine
 // thread before each verification, its draft vocabulary S (NanoSpec grows it: speculative/nanospec.h;
-// FR-Spec keeps it static) and the adaptive draft length.
+// FR-Spec keeps it static) and the adaptive draft length. Over a draft model it drafts through the
+// factory's draft_batch (speculation_target::batch): one draft forward per position for every slot.
 #pragma once
 #include <memory>
 #include <vector>
@@ -11,6 +12,7 @@ namespace specgen {
 
 class draft_vocab;
 class nanospec;
+class neural_drafter;
 struct drafter;
 
 class sequential_speculator final : public speculator {
@@ -32,6 +34,8 @@ public:
     int waiting_prompt_rows() const;
     double seed_share() const;
     void seed_prompt(int n, generation_stats& stats);
+    // |S| of the drafter's head (0: the full head; auto's cost model reads it per candidate).
+    int vocab_size() const;
     void end() override;
 
 private:
@@ -41,7 +45,9 @@ private:
     std::shared_ptr<const neural_weights> weights_;  // a neural drafter's (null for ngram)
     std::unique_ptr<draft_vocab> vocab_;             // S over the drafter's head, or null
     std::unique_ptr<nanospec> nanospec_;             // S's rules when it grows
-    std::unique_ptr<drafter> drafter_;
+    std::unique_ptr<drafter> drafter_;               // drafting alone (null when batched_ drafts)
+    draft_batch* batch_ = nullptr;                   // a draft model's shared batch (speculative/draft_batch.h)
+    std::unique_ptr<neural_drafter> batched_;        // this slot's drafter over the batch's cache
 };
 
 }  // namespace specgen

@@ -16,6 +16,12 @@
 // EAGLE-3 (speculative/eagle3.h: a draft head over the target layers' inputs the engine hands over).
 //
 // Control flows one way: engine -> speculator -> head service. Every call runs on the engine thread.
+//
+// Batched drafting (draft models: speculative/draft_batch.h): the factory owns one draft_batch that
+// every slot's speculator drafts through. The engine hands it to propose() (step_context::drafts);
+// a speculator built over it then joins it instead of drafting, and its proposal is complete once the
+// engine has called drafts->run(), which drafts every joined sequence position by position in one draft
+// forward each. Without step_context::drafts, propose() drafts alone and returns the proposal whole.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -38,6 +44,7 @@ class target_head;
 struct backend;
 struct neural_weights;
 struct eagle3_head;
+class draft_batch;
 
 // Per request, at begin(): what the speculator needs to sample like the target.
 struct speculation_request {
@@ -56,6 +63,9 @@ struct step_context {
     // Engine -> speculator: the sequences decoding in this step, this one included (1: alone); at begin(),
     // the requests active with it.
     int n_sequences = 1;
+    // Engine -> speculator, in propose(): the step's batched drafter (null: draft alone). A speculator
+    // drafting through it joins, and the engine runs it after every sequence's propose().
+    draft_batch* drafts = nullptr;
     // Speculator -> engine (set by begin() and observe()): the acceptance the batch policy should expect
     // of this sequence's next drafts, in [0, 1); < 0: the request's own counts (n_accepted / n_drafted).
     // auto drafts by n-gram in a batch, whose acceptance is not that of the self drafter's rounds the
@@ -142,6 +152,7 @@ public:
     }
     void update(int gamma, int n_accepted) { cap_ = after(gamma, n_accepted); }
     int current() const { return cap_; }
+    int min() const { return min_; }
     int max() const { return max_; }
 
 private:
@@ -162,6 +173,9 @@ struct speculation_target {
     // Draft weights every slot's speculator shares (null: the speculator loads its own).
     std::shared_ptr<const neural_weights> draft;
     std::shared_ptr<const eagle3_head> eagle3;  // params.draft_head's head, shared the same way
+    // A draft model's batched drafter, whose KV cache holds every slot's draft rows (sequence = seq):
+    // the speculator drafts through it (null: a drafter of its own).
+    draft_batch* batch = nullptr;
 };
 
 // The speculator params ask for: nullptr for plain decoding (no draft), SSD when params.ssd, auto for
@@ -170,20 +184,29 @@ struct speculation_target {
 std::unique_ptr<speculator> make_speculator(const generator_params& params, const speculation_target& t);
 
 // Builds the speculators of a generator's slots, loading what they share once: a draft model's weights
-// (each slot's drafter keeps its own KV cache and scratch over them).
+// and, for the sequential speculator over a draft model, the draft_batch all slots draft through (one
+// KV cache, n_parallel sequences). SSD, auto and EAGLE-3 keep drafters of their own.
 class speculator_factory {
 public:
     speculator_factory(const generator_params& params, const model& target, const tokenizer& tok);
-    // The speculator of one slot (null: plain decoding); t.draft and t.eagle3 are filled in.
-    std::unique_ptr<speculator> make(speculation_target t) const;
+    ~speculator_factory();
+    // The speculator of one slot (null: plain decoding); t.draft, t.eagle3 and t.batch are filled in.
+    std::unique_ptr<speculator> make(speculation_target t);
     // The target layers whose inputs the target's evaluator must capture for the speculators
     // (evaluator::capture_layers; an EAGLE-3 head's target layers), empty for none.
     std::vector<int> captured_layers() const;
+    // The batched drafter the engine hands to propose() (null: none; before the first make(), none yet).
+    draft_batch* batch() const { return batch_.get(); }
+    // Bytes a draft model's decode step reads over the target's (model::bytes_per_token), 0 without a
+    // draft model: the batch policy's price of a draft row before it has measured one.
+    double draft_size_ratio() const { return size_ratio_; }
 
 private:
     generator_params params_;
     std::shared_ptr<const neural_weights> draft_;
     std::shared_ptr<const eagle3_head> eagle3_;
+    std::unique_ptr<draft_batch> batch_;
+    double size_ratio_ = 0;
 };
 
 }  // namespace specgen

@@ -8,7 +8,8 @@ Configurations (``-c``, comma-separated; ``@0`` / ``@1`` after a name limits it 
 
 - specgen: ``plain``; ``draft`` (the draft model, block verification); ``draft:token`` (token-wise);
   ``draft:nanospec`` (block, the NanoSpec head on the draft model); ``ngram``; ``auto`` (draft="auto"
-  with the draft model when the engine accepts it, else plain auto, and the result says so).
+  with the draft model when the engine accepts it, else plain auto, and the result says so);
+  ``auto:nanospec`` (auto whose draft model candidate drafts over its NanoSpec head).
   Options ``gN`` (draft_max) and ``fixed`` (no adaptive gamma) apply to the drafting ones.
 - llama-server: ``llama`` (plain); ``llama:draft`` (``-md D --spec-type draft-simple`` at its default
   n-max); ``llama:draft:nN``; ``llama:draft:best`` (the n-max that decoded fastest in a short greedy sweep
@@ -43,7 +44,7 @@ __all__ = ["PairConfig", "parse_configs", "schedule", "load_chat_prompts", "run_
            "markdown", "table", "DEFAULT_CONFIGS", "DEFAULT_PROMPTS"]
 
 DEFAULT_PROMPTS = str(Path(__file__).resolve().parent.parent / "prompts" / "code_chat.jsonl")
-DEFAULT_CONFIGS = "plain,draft,draft:token,draft:nanospec,ngram,auto,llama,llama:draft,llama:draft:best"
+DEFAULT_CONFIGS = "plain,draft,draft:token,draft:nanospec,ngram,auto,auto:nanospec,llama,llama:draft,llama:draft:best"
 SPECGEN_KINDS = ("plain", "draft", "ngram", "auto")
 WARMUP_USER = "Say hello in one short sentence."
 
@@ -107,7 +108,7 @@ def parse_configs(text: str) -> List[PairConfig]:
                 raise ValueError(f"pair config {raw!r}: plain takes no options")
             if o in ("token", "block"):
                 verify = o
-            elif o == "nanospec" and head == "draft":
+            elif o == "nanospec" and head in ("draft", "auto"):
                 nanospec = True
             elif o == "fixed":
                 adaptive = False
@@ -212,6 +213,8 @@ def _generator_kwargs(c: PairConfig, draft: str, threads: int, n_ctx: int) -> Di
         kw.update(draft="ngram", verify=c.verify)
     elif c.kind == "auto":
         kw.update(draft_kind="auto", draft_model=draft)
+        if c.nanospec:  # the draft model candidate's head
+            kw["nanospec"] = True
     if c.kind != "plain":
         if c.draft_max is not None:
             kw["draft_max"] = c.draft_max
@@ -234,6 +237,7 @@ def _load_specgen(c: PairConfig, target: str, draft: str, threads: int, n_ctx: i
     except (InvalidParameterError, SpecgenNotImplementedError) as e:
         kw.pop("draft_model")
         kw.pop("draft_kind")
+        kw.pop("nanospec", None)
         kw["draft"] = "auto"
         return Generator(target, **kw), ("auto WITHOUT the draft model: this engine refused draft=\"auto\" with "
                                          f"draft_model ({' '.join(str(e).split())})")

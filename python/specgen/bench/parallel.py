@@ -39,12 +39,11 @@ def _one_batch(g, n: int, max_tokens: int, base: int) -> Dict[str, Any]:
     def client(i: int) -> None:
         prompt = PROMPTS[(base + i) % len(PROMPTS)]
         t_sub = time.perf_counter()
-        gen, _ = g._start(prompt, max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+        request = g._start(prompt, max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
         seen, last = 0, None
         mine = []
-        while not gen.done:
-            gen.step()
-            k = len(gen.tokens)
+        for ev in request.events():
+            k = seen + len(ev.tokens)
             if k > seen:
                 now = time.perf_counter()
                 if last is None:

@@ -55,10 +55,11 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     # Issue 33: the Qwen2.5-Coder 1.5B + 0.5B pair (python -m specgen.bench.models fetch qwen2.5-coder-pair),
     # the code chat prompts, 128 tokens, greedy and T=1, 2 threads, 2 rounds, against llama-server
     # (--peer-server PATH or $SPECGEN_LLAMA_SERVER) plain and with the draft at its default and best
-    # n-max (swept first). n-gram and the best n-max only at T=0; RSS and prefill after the rounds.
+    # n-max (swept first). n-gram and the best n-max only at T=0; RSS and prefill after the rounds. auto and
+    # auto:nanospec: draft="auto" with the draft model as a candidate (its full / NanoSpec head).
     "pair": dict(
         study="pair",
-        configs="plain,draft,draft:token,draft:nanospec,ngram@0,auto,llama,llama:draft,llama:draft:best@0",
+        configs="plain,draft,draft:token,draft:nanospec,ngram@0,auto,auto:nanospec,llama,llama:draft,llama:draft:best@0",
         prompts=PAIR_PROMPTS, max_tokens=128, repeats=2, threads="2", temp="0,1", peer_sweep="2,3,4,6,8",
         peer=False,
     ),

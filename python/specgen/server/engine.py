@@ -3,8 +3,8 @@
 ``submit(tokens, params)`` starts a request on the Generator's own engine, which queues it until a
 slot is free and decodes it batched with every other request (engine/scheduler.h, docs/DESIGN.md
 section 9): the server keeps no queue and no worker per slot of its own. It returns a RequestHandle:
-an async iterator of specgen.steps.StepEvent (text piece, token ids, logprobs) read with the native
-request's blocking ``next(timeout)`` on a reader thread, ``cancel()``, and, once it ends,
+an async iterator of specgen.request.StepEvent (text piece, token ids, logprobs) read with the
+request's blocking ``poll(timeout)`` on a reader thread, ``cancel()``, and, once it ends,
 ``finish_reason``, ``stats`` and ``n_prompt_tokens``.
 
 The adapter admits at most ``n_slots + queue_size`` requests at a time (QueueFull beyond, the
@@ -22,9 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Set
 
 from specgen.errors import QueueFullError
-from specgen.logprobs import from_core
 from specgen.server.metrics import ServerMetrics
-from specgen.steps import StepEvent
+from specgen.request import Request, StepEvent
 
 # A reader thread waits this long for a request's next step before it looks again: the thread is
 # never held for ever by a request nobody reads any more.
@@ -37,15 +36,13 @@ class QueueFull(Exception):
 
 
 class RequestHandle:
-    def __init__(self, adapter: "EngineAdapter", gen, seed: int, want_logprobs: bool, t_arrival: float) -> None:
+    def __init__(self, adapter: "EngineAdapter", request: Request, t_arrival: float) -> None:
         self.t_arrival = t_arrival
         self.finish_reason: Optional[str] = None
         self.stats: Dict[str, Any] = {}
-        self.n_prompt_tokens = int(gen.stats()["n_prompt_tokens"])
+        self.n_prompt_tokens = request.n_prompt_tokens
         self._adapter = adapter
-        self._gen = gen
-        self._seed = seed
-        self._want_logprobs = want_logprobs
+        self._request = request
         self._n_seen = 0
         self._t_last: Optional[float] = None
         self._cancelled = False
@@ -80,7 +77,7 @@ class RequestHandle:
             return
         self._cancelled = True
         if not self._finished:
-            self._gen.cancel(False)
+            self._request.cancel(False)
             self._adapter._settle(self)
 
     @property
@@ -90,21 +87,16 @@ class RequestHandle:
     # -- a reader thread ----------------------------------------------------------------------
     def _read(self):
         """The next StepEvent, None when nothing came within READ_WAIT_S, or _END once it ended."""
-        gen = self._gen
-        if gen.done:
+        if self._request.done:
             self._finish()
             return _END
-        ready, piece = gen.next(READ_WAIT_S)
-        if not ready:
+        ev = self._request.poll(READ_WAIT_S)
+        if ev is None:
             return None
-        tokens = gen.tokens
-        new = list(tokens[self._n_seen:])
-        lp = from_core(gen.logprobs(self._n_seen)) if self._want_logprobs else []
-        self._n_seen = len(tokens)
-        if new:
-            self._adapter._observe(self, new)
-        text = bytes(piece).decode("utf-8", errors="replace")
-        return StepEvent(text, new, lp) if text or new else None
+        if ev.tokens:
+            self._n_seen += len(ev.tokens)
+            self._adapter._observe(self, ev.tokens)
+        return ev if ev.text or ev.tokens else None
 
     def _finish(self) -> None:
         """Counts the request out, once, after the engine let go of it (any thread)."""
@@ -113,8 +105,8 @@ class RequestHandle:
             if self._finished:
                 return
             self._finished = True
-        self.finish_reason = self._gen.finish_reason
-        self.stats = adapter.generator._stats(self._gen, self._seed)
+        self.finish_reason = self._request.finish_reason
+        self.stats = self._request.current_stats()
         adapter._count_out(self)
 
 
@@ -172,11 +164,11 @@ class EngineAdapter:
             self._rejected()
             raise QueueFull(f"all {self.n_slots} slots are busy and the queue ({self.queue_size}) is full; retry later")
         try:
-            gen, seed = self.generator._start(tokens, **params)
+            request = self.generator._start(tokens, **params)
         except QueueFullError as e:
             self._rejected()
             raise QueueFull(str(e)) from None
-        handle = RequestHandle(self, gen, seed, params.get("logprobs") is not None, t_arrival)
+        handle = RequestHandle(self, request, t_arrival)
         with self._lock:
             self._live.add(handle)
             self._kv_rows[id(handle)] = handle.n_prompt_tokens
@@ -192,7 +184,7 @@ class EngineAdapter:
     def _settle(self, handle: RequestHandle) -> None:
         """Finishes a cancelled or failed request once the engine has let go of it (off the loop)."""
         def settle() -> None:
-            handle._gen.cancel(True)
+            handle._request.cancel(True)
             handle._finish()
 
         try:

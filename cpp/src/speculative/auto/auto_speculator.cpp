@@ -13,6 +13,7 @@
 #include "speculative/auto/calibration.h"
 #include "speculative/auto/policy.h"
 #include "speculative/drafters/drafters.h"
+#include "speculative/drafters/neural.h"
 #include "speculative/sequential.h"
 
 namespace specgen {
@@ -25,12 +26,19 @@ int force_switch_every() {
     return v && *v ? std::max(0, std::atoi(v)) : 0;
 }
 
+// The draft model's weights: the factory's shared ones, else loaded here (a caller without a factory).
+std::shared_ptr<const neural_weights> draft_weights(const generator_params& params, const speculation_target& t) {
+    if (params.draft_model.empty()) return nullptr;
+    return t.draft ? t.draft : load_neural_weights(auto_draft_params(params), t.target, t.tok);
+}
+
 class auto_speculator final : public speculator {
 public:
     explicit auto_speculator(const generator_params& params, const speculation_target& t)
         : draft_max_(params.draft_max),
+          draft_(draft_weights(params, t)),
           costs_(load_or_measure_costs(t.target, t.be, t.cache, params.model_path, params.n_threads, params.device,
-                                       cost_source_)),
+                                       cost_source_, draft_ ? draft_->m : nullptr, params.draft_model)),
           policy_(costs_, params.draft_max, true),
           force_every_(force_switch_every()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
@@ -40,6 +48,7 @@ public:
         p.draft_adaptive = false;
         speculation_target own = t;
         own.draft = nullptr;  // the generator's drafter is "auto": each candidate has weights of its own kind
+        p.nanospec = false;  // params.nanospec is the draft model candidate's head
         p.set_draft(draft_kind::ngram);
         candidates_[size_t(auto_method::ngram)] = make_speculator(p, own);
         p.set_draft(draft_kind::self);
@@ -49,30 +58,44 @@ public:
         auto self = std::make_unique<sequential_speculator>(p, own, true);
         self_ = self.get();
         candidates_[size_t(auto_method::self_nanospec)] = std::move(self);
+        if (draft_) {
+            speculation_target with_model = t;
+            with_model.draft = draft_;
+            // Its S (with nanospec) is its own: the slot's prefix state stays the self candidate's.
+            with_model.prefix = nullptr;
+            auto model = std::make_unique<sequential_speculator>(auto_draft_params(params), with_model, true);
+            model_ = model.get();
+            candidates_[size_t(auto_method::draft_model)] = std::move(model);
+        }
+        cycle_.push_back(auto_method::self_nanospec);
+        if (model_) cycle_.push_back(auto_method::draft_model);
+        for (auto_method m : {auto_method::ngram, auto_method::none}) cycle_.push_back(m);
     }
 
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
                generation_stats& stats) override {
         request_ = request;
-        for (auto& c : candidates_)
-            if (c) c->begin(prompt, request, step, stats);
+        for (speculator* c : in_order()) c->begin(prompt, request, step, stats);
         n_ids_ = stats.vocab_set_size;
+        model_synced_ = 0;
         policy_.begin(prompt, request.sampling.temperature);
         shadow_->begin(prompt);
         rounds_ = 0;
         n_emitted_ = 0;
         have_current_ = false;
-        seed_waits_ = false;
+        seed_waits_ = model_seed_waits_ = false;
         sum_pred_tokens_ = sum_pred_seconds_ = 0;
         stats.auto_n_switches = 0;
         step.expected_acceptance = batch_acceptance();
     }
 
     void observe(const prefill_rows& rows, generation_stats& stats) override {
-        for (auto& c : candidates_)
-            if (c) c->observe(rows, stats);
+        for (speculator* c : in_order()) c->observe(rows, stats);
         n_ids_ = stats.vocab_set_size;
-        if (rows.complete) seed_waits_ = self_->waiting_prompt_rows() > 0;
+        if (rows.complete) {
+            seed_waits_ = self_->waiting_prompt_rows() > 0;
+            model_seed_waits_ = model_ && model_->waiting_prompt_rows() > 0;
+        }
     }
 
     void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
@@ -94,12 +117,12 @@ public:
         const int n_shadow = int(shadow_tokens_.size());
         // The first round is n-gram or plain: its tokens are the request's first, and a self-drafter
         // round would hold them back by g body forwards (~60-100 ms here) and S's seeding.
-        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room};
+        n_model_ids_ = model_ ? model_->vocab_size() : 0;
+        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room, n_model_ids_};
         auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
         if (force_every_ > 0) {
-            // self+nanospec, ngram, none, self+nanospec, ...: the first round already drafts
-            const int turn = (rounds_ / force_every_) % kAutoMethods;
-            const auto_method forced = auto_method(kAutoMethods - 1 - turn);
+            // self+nanospec, [draft model,] ngram, none, ...: the first round already drafts
+            const auto_method forced = cycle_[size_t(rounds_ / force_every_) % cycle_.size()];
             c = policy_.predict(forced, round);
             c.method = forced;  // without an n-gram proposal the forced n-gram round runs as a plain one
         }
@@ -113,19 +136,29 @@ public:
         sum_pred_seconds_ += c.predicted_seconds;
         stats.auto_predicted_tokens_per_second = sum_pred_seconds_ > 0 ? sum_pred_tokens_ / sum_pred_seconds_ : 0;
         if (c.method == auto_method::none || c.gamma <= 0) return;
-        if (c.method == auto_method::self_nanospec && seed_waits_) {
+        const bool self_round = c.method == auto_method::self_nanospec;
+        if ((self_round && seed_waits_) || (c.method == auto_method::draft_model && model_seed_waits_)) {
             // S's first round: the head over the prompt's last rows seeds it now, not in the prefill
             // or after the first token, so a request that never drafts with S never pays for it. The
-            // head is not this round's cost: the timing starts after it.
+            // head is not this round's cost: the timing starts after it. (The draft model's S, with
+            // nanospec, likewise.)
+            sequential_speculator& seeded = self_round ? *self_ : *model_;
             const int64_t remaining = request_.max_tokens < 0 ? INT64_MAX : request_.max_tokens - n_emitted_;
-            const int kept = self_->waiting_prompt_rows();
-            if (const int rows = policy_.seed_rows(c, round, remaining, kept, self_->seed_share()); rows > 0) {
-                self_->seed_prompt(rows, stats);
-                seed_waits_ = false;
-                n_ids_ = stats.vocab_set_size;
+            const int kept = seeded.waiting_prompt_rows();
+            if (const int rows = policy_.seed_rows(c, round, remaining, kept, seeded.seed_share()); rows > 0) {
+                const int64_t self_ids = stats.vocab_set_size;
+                seeded.seed_prompt(rows, stats);
+                (self_round ? seed_waits_ : model_seed_waits_) = false;
+                if (self_round) n_ids_ = stats.vocab_set_size;
+                else stats.vocab_set_size = self_ids;  // the stat is the self candidate's S
+                n_model_ids_ = model_ ? model_->vocab_size() : 0;
                 t_round_ = clock_type::now();
             }
         }
+        // The draft model forwards the rows it has not seen (those of other methods' rounds, or the
+        // prompt) in its first call: beyond the one row a round of its own leaves, they are its catch-up.
+        round_history_ = int64_t(history.size());
+        catch_up_rows_ = c.method == auto_method::draft_model ? std::max<int64_t>(0, round_history_ - model_synced_ - 1) : 0;
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), step, gen, out, stats);
     }
 
@@ -134,15 +167,27 @@ public:
         // only, without the top-k pass over the vocabulary per row that would serialise the step.
         verify_outcome seen = v;
         if (step.n_sequences >= 2) seen.target_logits = nullptr;
-        for (auto& c : candidates_)
-            if (c) c->observe(seen, step, stats);
+        for (speculator* c : in_order()) c->observe(seen, step, stats);
         // The round's time runs from propose to here: S's update from the verified rows is part of
         // every round's cost (docs/ALGORITHMS.md section 8.1). The cost model's input is the gamma
         // the round verified (a drafter may stop early) and S as the round drafted with it.
         const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
         const bool stopped = current_ == auto_method::self_nanospec && v.gamma < choice_.gamma;
-        const double predicted = stopped ? costs_.stopped_round_seconds(v.gamma, int(n_ids_))
-                                         : costs_.round_seconds(current_, v.gamma, int(n_ids_));
+        const bool by_model = current_ == auto_method::draft_model;
+        double predicted = stopped ? costs_.stopped_round_seconds(v.gamma, int(n_ids_))
+                                   : costs_.round_seconds(current_, v.gamma, by_model ? n_model_ids_ : int(n_ids_));
+        // Its catch-up forward is part of this round's time: within the rows the calibration measured it
+        // is predicted with them; a longer one (the prompt, at its first round: 200 rows took 3x their
+        // linear extrapolation on the Qwen2.5-Coder pair, and the timing correction then held the draft
+        // model below plain decoding for the rest of the request) leaves the round untimed.
+        if (by_model && catch_up_rows_ > 0) {
+            const int rows = int(catch_up_rows_) + 1;
+            predicted = rows <= int(costs_.draft_forward.size())
+                            ? predicted + costs_.draft_forward_seconds(rows) - costs_.draft_forward_seconds(1)
+                            : 0;  // policy_.observe() times no round predicted at 0
+        }
+        // Its cache now holds the history and x_1..x_{g-1}, of which x_1..x_k stay on the path.
+        if (by_model && v.gamma > 0) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
         policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted);
         n_ids_ = stats.vocab_set_size;
         n_emitted_ += v.n_accepted + 1;
@@ -162,16 +207,24 @@ public:
     }
 
     void end() override {
-        for (auto& c : candidates_)
-            if (c) c->end();
+        for (speculator* c : in_order()) c->end();
     }
 
 private:
+    // The candidates, the self drafter last: each sets stats.vocab_set_size, and the stat stays its S.
+    std::vector<speculator*> in_order() const {
+        std::vector<speculator*> out;
+        for (auto_method m : {auto_method::ngram, auto_method::draft_model, auto_method::self_nanospec})
+            if (candidates_[size_t(m)]) out.push_back(candidates_[size_t(m)].get());
+        return out;
+    }
+
     // What the batch policy should expect of this sequence's next drafts: in a batch auto drafts by
     // n-gram only, whatever the self drafter's rounds alone accepted.
     double batch_acceptance() const { return std::min(0.95, policy_.acceptance(auto_method::ngram)); }
 
     int draft_max_;
+    std::shared_ptr<const neural_weights> draft_;  // the draft model's (null: none given)
     std::string cost_source_;
     cost_model costs_;
     auto_policy policy_;
@@ -179,7 +232,14 @@ private:
     std::unique_ptr<drafter> shadow_;
     std::array<std::unique_ptr<speculator>, kAutoMethods> candidates_{};  // [none] stays null
     sequential_speculator* self_ = nullptr;  // candidates_[self_nanospec]
+    sequential_speculator* model_ = nullptr;  // candidates_[draft_model] (null: no draft model)
+    std::vector<auto_method> cycle_;         // SPECGEN_AUTO_FORCE_SWITCH's order
     bool seed_waits_ = false;               // S's prompt seed has not run yet (rows wait for it)
+    bool model_seed_waits_ = false;         // the draft model's S (nanospec) likewise
+    int n_model_ids_ = 0;                   // the draft model's |S| (0: its full head)
+    int64_t model_synced_ = 0;              // history rows the draft model's cache holds on the path
+    int64_t round_history_ = 0;             // this round's history length
+    int64_t catch_up_rows_ = 0;             // rows the draft model forwards this round beyond its one
     speculation_request request_;
     std::vector<int32_t> shadow_tokens_;
     int shadow_order_ = 0;
@@ -193,6 +253,15 @@ private:
     clock_type::time_point t_round_;
 };
 }  // namespace
+
+generator_params auto_draft_params(const generator_params& params) {
+    generator_params p = params;
+    p.set_draft(draft_kind::model, params.draft_model);
+    p.draft_adaptive = false;
+    p.draft_p_min = 0;
+    p.self_layers = 0;
+    return p;
+}
 
 std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const speculation_target& t) {
     return std::make_unique<auto_speculator>(params, t);

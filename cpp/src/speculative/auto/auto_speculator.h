@@ -1,7 +1,10 @@
-// draft_kind auto (docs/ALGORITHMS.md section 8): a speculator that owns one candidate speculator per
-// method -- n-gram lookup and the self drafter over every layer with NanoSpec (with the hand-over) --
-// and before every round picks plain decoding or one of them, and gamma, by the measured cost model
-// (cost_model.h, calibration.h) and the live per-request acceptance and timings (policy.h).
+// draft_kind auto (docs/ALGORITHMS.md section 8; the draft model candidate: section 8.3): a speculator that owns one candidate speculator per
+// method -- n-gram lookup, the self drafter over every layer with NanoSpec (with the hand-over) and,
+// when params.draft_model names one, the draft model (its NanoSpec head with params.nanospec, else its
+// full head; over the weights the speculator factory loaded once, t.draft) -- and before every round
+// picks plain decoding or one of them, and gamma, by the measured cost model (cost_model.h,
+// calibration.h: the draft model's rows and heads are measured beside the target's) and the live
+// per-request acceptance and timings (policy.h).
 //
 // Lossless: a round's method and gamma are fixed before its proposal is drawn, from outcomes already
 // emitted and times already measured; each round is then verified exactly (sections 1-2), so the
@@ -9,8 +12,11 @@
 //
 // Every candidate observes every verdict (the self drafter's S keeps growing while n-gram runs, and
 // drafters catch up on the history they missed: speculative/drafters/drafter.h), so a switch costs
-// nothing but the drafter's catch-up. SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles self+nanospec,
-// ngram, none every k rounds regardless of the prediction (gamma still from the cost model).
+// nothing but the drafter's catch-up (the draft model forwards the rows it missed in its next round).
+// SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles self+nanospec, [draft model,] ngram, none every k
+// rounds regardless of the prediction (gamma still from the cost model).
+//
+// n-gram proposals are not chained before the draft model: a round drafts with one method.
 //
 // SSD is not a candidate: it pays only when the drafter and the target do not share memory
 // bandwidth (a drafter on another device); auto's drafters always run on the target's device, where
@@ -24,5 +30,10 @@ namespace specgen {
 
 // t.seq: the sequence (KV slot) whose rows the self candidate drafts in.
 std::unique_ptr<speculator> make_auto_speculator(const generator_params& params, const speculation_target& t);
+
+// The params of auto's draft model candidate (params.draft_model): what speculator_factory loads the
+// shared weights with. gamma is the policy's (no adaptation of its own) and it never stops early
+// (draft_p_min 0: the policy's stop model is the self drafter's).
+generator_params auto_draft_params(const generator_params& params);
 
 }  // namespace specgen

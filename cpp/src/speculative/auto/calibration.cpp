@@ -137,6 +137,50 @@ cost_model measure_costs(const model& target, backend& be, kv_cache& cache) {
     return c;
 }
 
+void measure_draft_costs(const model& draft, backend& be, cost_model& c) {
+    const hparams& hp = draft.hp();
+    kv_cache cache(hp, kMaxRows + 1);
+    evaluator ev(draft, be);
+    std::vector<int32_t> tokens(kMaxRows);
+    for (int i = 0; i < kMaxRows; ++i) tokens[size_t(i)] = (i * 7919 + 2) % hp.n_vocab;
+    std::vector<float> logits(size_t(hp.n_vocab));
+    std::vector<int32_t> ids(size_t(std::min(kSubsetIds, hp.n_vocab)));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * (hp.n_vocab / int(ids.size())));
+    const int n_ids = int(ids.size());
+    draft_vocab big(draft_vocab::kind::nanospec, draft.output(), n_ids, 0.0f);
+    draft_vocab small(draft_vocab::kind::nanospec, draft.output(), n_ids / 8, 0.0f);
+    big.add(ids.data(), n_ids);
+    small.add(ids.data(), n_ids / 8);
+    const double inf = std::numeric_limits<double>::infinity();
+    c.draft_forward.assign(kMaxRows, inf);
+    double head = inf, sub = inf, sub_small = inf;
+    ev.forward(cache, tokens.data(), 1, 0, hp.n_layer);  // warm-up (page in the weights)
+    ev.logits(ev.hidden(), 1, logits.data());
+    for (int rep = 0; rep < kRepeats; ++rep) {
+        for (int r = 1; r <= kMaxRows; ++r) {
+            const double t0 = now();
+            ev.forward(cache, tokens.data(), r, 0, hp.n_layer);
+            c.draft_forward[size_t(r - 1)] = std::min(c.draft_forward[size_t(r - 1)], now() - t0);
+        }
+        const double t1 = now();
+        ev.logits(ev.hidden(), 1, logits.data());
+        const double t2 = now();
+        big.logits(be, ev.hidden(), 1, logits.data());
+        const double t3 = now();
+        small.logits(be, ev.hidden(), 1, logits.data());
+        const double t4 = now();
+        head = std::min(head, t2 - t1);
+        sub = std::min(sub, t3 - t2);
+        sub_small = std::min(sub_small, t4 - t3);
+    }
+    for (int r = 1; r < kMaxRows; ++r)
+        c.draft_forward[size_t(r)] = std::max(c.draft_forward[size_t(r)], c.draft_forward[size_t(r - 1)]);
+    c.draft_head_full = head;
+    const double n_big = double(n_ids), n_small = double(n_ids / 8);
+    c.draft_head_per_id = std::max(0.0, (sub - sub_small) / (n_big - n_small));
+    c.draft_head_subset_base = std::max(0.0, sub_small - c.draft_head_per_id * n_small);
+}
+
 std::string cost_model_json(const cost_model& c) {
     std::ostringstream o;
     o.precision(9);
@@ -145,7 +189,15 @@ std::string cost_model_json(const cost_model& c) {
     put_list(o, "head_full_seconds", c.head_full);
     o << "  \"body_row_seconds\": " << c.body_row << ",\n";
     o << "  \"head_per_id_seconds\": " << c.head_per_id << ",\n";
-    o << "  \"head_subset_base_seconds\": " << c.head_subset_base << "\n}\n";
+    o << "  \"head_subset_base_seconds\": " << c.head_subset_base;
+    if (c.has_draft()) {
+        o << ",\n";
+        put_list(o, "draft_forward_seconds", c.draft_forward);
+        o << "  \"draft_head_full_seconds\": " << c.draft_head_full << ",\n";
+        o << "  \"draft_head_per_id_seconds\": " << c.draft_head_per_id << ",\n";
+        o << "  \"draft_head_subset_base_seconds\": " << c.draft_head_subset_base;
+    }
+    o << "\n}\n";
     return o.str();
 }
 
@@ -159,19 +211,42 @@ bool parse_cost_model_json(const std::string& text, cost_model& out) {
     c.head_per_id = v[0];
     if (!get_numbers(text, "head_subset_base_seconds", v)) return false;
     c.head_subset_base = v[0];
+    c.exact = get_numbers(text, "exact", v) && v[0] != 0;  // optional
     for (double x : c.verify)
         if (!(x > 0)) return false;
     if (!c.valid()) return false;
+    // The draft model's part is optional (a file for the target alone has none); taken whole or not at all.
+    cost_model d;
+    if (get_numbers(text, "draft_forward_seconds", d.draft_forward) && get_numbers(text, "draft_head_full_seconds", v)) {
+        d.draft_head_full = v[0];
+        const bool ids = get_numbers(text, "draft_head_per_id_seconds", v);
+        d.draft_head_per_id = ids ? v[0] : -1;
+        const bool base = get_numbers(text, "draft_head_subset_base_seconds", v);
+        d.draft_head_subset_base = base ? v[0] : -1;
+        const bool rows_ok = std::all_of(d.draft_forward.begin(), d.draft_forward.end(), [](double x) { return x > 0; });
+        if (ids && base && rows_ok && d.draft_head_full > 0 && d.draft_head_per_id >= 0 && d.draft_head_subset_base >= 0) {
+            c.draft_forward = d.draft_forward;
+            c.draft_head_full = d.draft_head_full;
+            c.draft_head_per_id = d.draft_head_per_id;
+            c.draft_head_subset_base = d.draft_head_subset_base;
+        }
+    }
     out = c;
     return true;
 }
 
 cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cache, const std::string& model_path,
-                                 int n_threads, const std::string& device, std::string& source) {
+                                 int n_threads, const std::string& device, std::string& source, const model* draft,
+                                 const std::string& draft_path) {
     source.clear();
     const char* env = std::getenv("SPECGEN_CALIBRATION");
     const std::string over = env ? env : "";
-    if (over == "off") return measure_costs(target, be, cache);
+    const auto measure = [&] {
+        cost_model c = measure_costs(target, be, cache);
+        if (draft) measure_draft_costs(*draft, be, c);
+        return c;
+    };
+    if (over == "off") return measure();
     std::string path = over;
     if (path.empty()) {
         struct stat st {};
@@ -185,11 +260,17 @@ cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cac
         }
         const std::string key = model_path + "|" + std::to_string(size) + "|" + std::to_string(n_threads) + "|" + device +
                                 "|" + std::to_string(std::thread::hardware_concurrency()) + "|" + version() + "|" + kernels;
+        std::string pair;  // the cache is per target + draft model pair
+        if (draft) {
+            struct stat dst {};
+            const long long dsize = ::stat(draft_path.c_str(), &dst) == 0 ? (long long)dst.st_size : -1;
+            pair = "|draft:" + draft_path + "|" + std::to_string(dsize);
+        }
         char hex[17];
-        std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key));
+        std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key + pair));
         const char* xdg = std::getenv("XDG_CACHE_HOME");
         const char* home = std::getenv("HOME");
-        if (!(xdg && *xdg) && !(home && *home)) return measure_costs(target, be, cache);
+        if (!(xdg && *xdg) && !(home && *home)) return measure();
         const std::string dir = (xdg && *xdg) ? std::string(xdg) + "/specgen" : std::string(home) + "/.cache/specgen";
         ::mkdir((xdg && *xdg) ? xdg : (std::string(home) + "/.cache").c_str(), 0755);
         ::mkdir(dir.c_str(), 0755);
@@ -204,14 +285,18 @@ cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cac
             if (parse_cost_model_json(ss.str(), c)) {
                 // A file the user named is taken as it is; the automatic cache is checked against now.
                 const double ratio = over.empty() ? probe_row_seconds(target, be, cache) / c.verify[0] : 1.0;
-                if (ratio < kStaleRatio && ratio > 1.0 / kStaleRatio) {
+                // Written without this draft model: a named file keeps its target costs and the draft
+                // model's are measured now; the automatic cache is measured again whole.
+                const bool lacks_draft = draft && !c.has_draft();
+                if (ratio < kStaleRatio && ratio > 1.0 / kStaleRatio && !(lacks_draft && over.empty())) {
+                    if (lacks_draft) measure_draft_costs(*draft, be, c);
                     source = path;
                     return c;
                 }
             }
         }
     }
-    cost_model c = measure_costs(target, be, cache);
+    cost_model c = measure();
     const std::string tmp = path + ".tmp" + std::to_string(uint64_t(now() * 1e6));
     std::ofstream out(tmp);
     if (out << cost_model_json(c)) {

@@ -6,6 +6,10 @@
 // device, hardware threads, version). SPECGEN_CALIBRATION=off measures every load and writes nothing.
 // The automatic cache (not a file SPECGEN_CALIBRATION names) is measured again and rewritten when one
 // target row (forward + head, min of 2) now differs from its T(1) by more than 1.5x either way.
+// With a draft model (auto's draft model candidate) the file also holds the draft model's rows and
+// heads, and the automatic cache is per pair (the hash adds the draft's path and size). A file without
+// them (older, or written for the target alone) is measured again when automatic; a named one is
+// taken for the target's costs and the draft model's are measured at load.
 #pragma once
 #include <string>
 
@@ -21,13 +25,18 @@ struct backend;
 // repeats each) by forwarding into rows 0..8 of `cache` (the next prefill overwrites them).
 cost_model measure_costs(const model& target, backend& be, kv_cache& cache);
 
+// Measures the draft model's rows (its layers over R = 1..9 rows), its full head and its head over a
+// subset S (min of 3 each) into c, in a small KV cache of its own.
+void measure_draft_costs(const model& draft, backend& be, cost_model& c);
+
 // Seconds of one target row (forward + full head), the min of two after a warm-up.
 double probe_row_seconds(const model& target, backend& be, kv_cache& cache);
 
-// The cached model for this model + machine, or a fresh measurement (then cached).
-// `source` is set to the file read or written ("" when not cached).
+// The cached model for this model (+ draft model, when not null) + machine, or a fresh measurement
+// (then cached). `source` is set to the file read or written ("" when not cached).
 cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cache, const std::string& model_path,
-                                 int n_threads, const std::string& device, std::string& source);
+                                 int n_threads, const std::string& device, std::string& source,
+                                 const model* draft = nullptr, const std::string& draft_path = "");
 
 std::string cost_model_json(const cost_model& c);
 bool parse_cost_model_json(const std::string& text, cost_model& out);  // false when malformed

@@ -10,6 +10,7 @@ const char* auto_method_name(auto_method m) {
         case auto_method::none: return "none";
         case auto_method::ngram: return "ngram";
         case auto_method::self_nanospec: return "self+nanospec";
+        case auto_method::draft_model: return "draft model";
     }
     return "?";
 }
@@ -27,6 +28,7 @@ double extrapolate(const std::vector<double>& t, int rows) {
 
 double cost_model::verify_seconds(int rows) const { return extrapolate(verify, rows); }
 double cost_model::head_seconds(int rows) const { return extrapolate(head_full, rows); }
+double cost_model::draft_forward_seconds(int rows) const { return extrapolate(draft_forward, rows); }
 
 double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
     if (g <= 0 || m == auto_method::none) return verify_seconds(1);
@@ -37,6 +39,10 @@ double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
             // g + 1 body rows (the last one for the hand-over), g heads over S; the verification
             // then runs only the full head over the g + 1 handed-over rows (section 4.7).
             return self_round_seconds(g + 1, g, n_ids);
+        case auto_method::draft_model:
+            // g draft rows (the first one also forwards the token the last verdict emitted, which a
+            // steady run forwards in the same call) and g heads; the target verifies g + 1 rows.
+            return g * (draft_forward_seconds(1) + draft_head_seconds(n_ids)) + verify_seconds(g + 1);
         default: return verify_seconds(1);
     }
 }

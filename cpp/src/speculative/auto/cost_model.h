@@ -6,10 +6,11 @@
 
 namespace specgen {
 
-// The methods auto chooses among, in the order SPECGEN_AUTO_FORCE_SWITCH cycles through them. The
-// values are published as the auto_method stat.
-enum class auto_method { none = 0, ngram = 1, self_nanospec = 2 };
-constexpr int kAutoMethods = 3;
+// The methods auto chooses among (SPECGEN_AUTO_FORCE_SWITCH's cycle: auto_speculator.h). The values are
+// published as the auto_method stat. draft_model: a draft GGUF given with draft_kind auto (its NanoSpec
+// head with nanospec, else its full head).
+enum class auto_method { none = 0, ngram = 1, self_nanospec = 2, draft_model = 3 };
+constexpr int kAutoMethods = 4;
 const char* auto_method_name(auto_method m);
 
 struct cost_model {
@@ -19,6 +20,15 @@ struct cost_model {
     double body_row = 0;            // the target's layers over one row (a self-drafter body row)
     double head_per_id = 0;         // the head over one row and one id of a subset S (NanoSpec) per id
     double head_subset_base = 0;    // the subset head's fixed cost per row
+    // The draft model's (measured only when auto has one; empty / 0 otherwise).
+    std::vector<double> draft_forward;  // draft_forward[R-1]: its layers over R rows (a catch-up forwards several)
+    double draft_head_full = 0;         // its full LM head over one row
+    double draft_head_per_id = 0;       // its head over one row and one id of its S (NanoSpec) per id
+    double draft_head_subset_base = 0;  // that head's fixed cost per row
+    // The costs are taken as exact: rounds are timed by their predicted seconds, never the clock (no
+    // timing correction, no measured recent rate), so the choices are reproducible whatever the
+    // machine's load, as the policy tests need (a cost model file with "exact": 1).
+    bool exact = false;
 
     bool valid() const { return !verify.empty() && verify.size() == head_full.size() && body_row > 0; }
     // T(R) and the head over R rows, extrapolated linearly past the measured R.
@@ -26,8 +36,16 @@ struct cost_model {
     double head_seconds(int rows) const;
     // The self drafter's head over |S| ids for one row.
     double subset_head_seconds(int n_ids) const { return head_subset_base + head_per_id * n_ids; }
+    bool has_draft() const { return !draft_forward.empty() && draft_head_full > 0; }
+    // The draft model's layers over R rows (extrapolated linearly), and its head over one row: over its
+    // S of n_ids ids, or the full head for n_ids = 0.
+    double draft_forward_seconds(int rows) const;
+    double draft_head_seconds(int n_ids) const {
+        return n_ids > 0 ? draft_head_subset_base + draft_head_per_id * n_ids : draft_head_full;
+    }
 
-    // One round of `m` drafting g tokens (g = 0: a plain round), |S| = n_ids: draft + verify seconds.
+    // One round of `m` drafting g tokens (g = 0: a plain round), |S| = n_ids (the method's own S; for the
+    // draft model 0 means its full head): draft + verify seconds.
     double round_seconds(auto_method m, int g, int n_ids) const;
     // A self-drafter round that stopped after g drafted tokens (its top probability below draft_p_min):
     // its last body row and head over S ran for the position it did not draft.

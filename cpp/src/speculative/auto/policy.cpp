@@ -13,6 +13,9 @@ namespace {
 // distribution restricted to S, so acceptance is high; lower when sampling spreads the target's mass.
 // Below the measured rates, so that n-gram lookup wins where it should (note 1).
 constexpr double kSelfPriorGreedy = 0.9, kSelfPriorSampled = 0.75;
+// A draft model is a smaller model of the same family: its proposal agrees less often than the target's
+// own layers (a modest prior; its rounds soon replace it).
+constexpr double kModelPriorGreedy = 0.7, kModelPriorSampled = 0.6;
 constexpr double kPriorWeight = 4;        // pseudo-rounds the priors count for
 constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's prior counts for
 // A position's acceptance given the one before it held (prior; note 2).
@@ -65,6 +68,11 @@ void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     const double base = temperature > 0 ? kSelfPriorSampled : kSelfPriorGreedy;
     self.prior = (c.self_first_passed + kPriorWeight * base) / (c.self_first_reached + kPriorWeight);
     self.prior_weight = kPriorWeight;
+    // The draft model's likewise, from its own first positions so far.
+    tracker& dm = t_[size_t(auto_method::draft_model)];
+    const double model_base = temperature > 0 ? kModelPriorSampled : kModelPriorGreedy;
+    dm.prior = (c.model_first_passed + kPriorWeight * model_base) / (c.model_first_reached + kPriorWeight);
+    dm.prior_weight = kPriorWeight;
 }
 
 double auto_policy::acceptance(auto_method m) const {
@@ -86,7 +94,7 @@ auto_policy::position_counts auto_policy::first_position(auto_method m, int ngra
                             (c.order_reached[size_t(order)] + kPositionWeight);
         return {t.order_reached[size_t(order)], t.order_passed[size_t(order)], kept, kPositionWeight};
     }
-    if (m == auto_method::self_nanospec)
+    if (m == auto_method::self_nanospec || m == auto_method::draft_model)
         // Towards the prior (the rate of the requests so far) with its full weight, not towards the
         // pooled rate, which the same rejection has already lowered (note 5).
         return {t.first_reached, t.first_passed, t.prior, t.prior_weight};
@@ -210,6 +218,7 @@ double auto_policy::time_scale(auto_method m) const {
     // method's own ratio, shrunk towards it, what the calibration misses for that method alone (note 11).
     // Shrunk and decayed, a burst of load that hits one method's rounds moves that method only a little
     // and not for long.
+    if (costs_.exact) return 1.0;
     const carried& c = carried_[regime_];
     double measured = 0, predicted = 0;
     for (int i = 0; i < kAutoMethods; ++i) {
@@ -231,6 +240,7 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
         return best;
     }
     const double scale = time_scale(m);
+    const int n_ids = m == auto_method::draft_model ? r.n_model_ids : r.n_ids;  // the method's own head
     // The round drafts the g with the best optimistic merit (each position's rate one standard error
     // up), so a position rejected in its first rounds is drafted again until it is measured. But it
     // explores only among the g whose mean merit is at least plain decoding's, and the method competes
@@ -244,7 +254,7 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
         c.method = m;
         c.gamma = g;
         c.predicted_tokens = expected_tokens(m, g, 0.0, r.ngram_order);
-        c.predicted_seconds = expected_seconds(m, g, r.n_ids) * scale;
+        c.predicted_seconds = expected_seconds(m, g, n_ids) * scale;
         c.score = merit(c.predicted_tokens, c.predicted_seconds);
         if (g == 1 || c.score > best_mean_choice.score) best_mean_choice = c;
         if (c.score < plain) continue;
@@ -267,8 +277,9 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
     auto best_of = [&](double rate) {
         auto_choice best = predict(auto_method::none, r, rate);
         const double plain = best.score;
-        for (auto_method m : {auto_method::ngram, auto_method::self_nanospec}) {
+        for (auto_method m : {auto_method::ngram, auto_method::self_nanospec, auto_method::draft_model}) {
             if (m == auto_method::self_nanospec && (!have_self_ || !allow_self)) continue;
+            if (m == auto_method::draft_model && (!costs_.has_draft() || !allow_self)) continue;
             const auto_choice c = predict(m, r, rate);
             // A drafting method must beat plain decoding by kSwitchMargin.
             const bool over_plain = rate > 0 ? c.score > plain + (kSwitchMargin - 1) : c.score > plain * kSwitchMargin;
@@ -282,9 +293,11 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
 }
 
 void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds) {
-    if (seconds > 0) {
+    // An exact cost model times rounds by its predictions only, so that no choice depends on the clock.
+    const double round_seconds = costs_.exact ? predicted_seconds : seconds;
+    if (round_seconds > 0) {
         recent_tokens_ = kRecentDecay * recent_tokens_ + (n_accepted + 1);
-        recent_seconds_ = kRecentDecay * recent_seconds_ + seconds;
+        recent_seconds_ = kRecentDecay * recent_seconds_ + round_seconds;
     }
     // The n-gram drafter is scored by its shadow every round. The acceptance counts are over the
     // drafted tokens; where the self drafter stopped short of gamma is counted apart (its continuation
@@ -294,6 +307,11 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         carried& c = carried_[regime_];
         c.self_first_reached = kDecay * c.self_first_reached + 1;
         c.self_first_passed = kDecay * c.self_first_passed + (n_accepted > 0 ? 1 : 0);
+    }
+    if (drafted > 0 && m == auto_method::draft_model) {
+        carried& c = carried_[regime_];
+        c.model_first_reached = kDecay * c.model_first_reached + 1;
+        c.model_first_passed = kDecay * c.model_first_passed + (n_accepted > 0 ? 1 : 0);
     }
     // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not. This
     // request's own counts are kept beside them (draft_continuation).

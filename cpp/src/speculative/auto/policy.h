@@ -29,10 +29,11 @@ struct auto_choice {
 
 // What a round's choice depends on besides the outcomes so far.
 struct auto_round {
-    int n_ids = 0;         // |S| now
+    int n_ids = 0;         // |S| now (the self drafter's)
     int ngram_tokens = 0;  // the n-gram drafter's proposal for this round (its shadow): an n-gram round drafts no more
     int ngram_order = 0;   // the length of the history suffix that proposal copied (0: none)
     int max_g = 0;         // the most tokens any round may draft now (the token budget and the context)
+    int n_model_ids = 0;   // the draft model's head: |S| of its NanoSpec set, 0 for its full head
 };
 
 class auto_policy {
@@ -41,8 +42,9 @@ public:
 
     // A request starts: priors from the prompt and the temperature.
     void begin(const std::vector<int32_t>& prompt, float temperature);
-    // The best method and gamma for the next round. allow_self = false: none or n-gram only (a
-    // batched step, auto_speculator.h).
+    // The best method and gamma for the next round. allow_self = false: none or n-gram only, no
+    // neural drafter (the self drafter or the draft model: a batched step, auto_speculator.h). The draft
+    // model competes when the cost model has its costs (cost_model::has_draft).
     auto_choice choose(const auto_round& r, bool allow_self = true) const;
     // The prediction for one method (used by choose() and the forced switches): the g it drafts (the
     // best optimistic merit among the g whose mean merit reaches plain decoding's) and its mean merit
@@ -63,8 +65,9 @@ public:
     // position by the order it matched at); z > 0: each p_j taken z standard errors up (the
     // optimistic estimate that picks g).
     double expected_tokens(auto_method m, int g, double z = 0.0, int ngram_order = 0) const;
-    // Predicted seconds of a round of `m` chosen at g: for the self drafter the mean over where it
-    // stops drafting (below draft_p_min), from how often it went on at each position so far.
+    // Predicted seconds of a round of `m` chosen at g (n_ids: the method's own S, cost_model::round_seconds):
+    // for the self drafter the mean over where it stops drafting (below draft_p_min), from how often it
+    // went on at each position so far.
     double expected_seconds(auto_method m, int g, int n_ids) const;
     // How many of the `kept` prompt rows to seed S from before the self-drafter round `self` (0: none
     // yet), with `remaining` tokens left in the request's budget; share: the seed head's share of the
@@ -132,8 +135,9 @@ private:
         std::array<double, kAutoMethods> measured_s{}, predicted_s{};
         // The n-gram proposal's first position per match order (index: order, clamped): rounds and acceptances.
         std::array<double, kMaxOrder + 1> order_reached{}, order_passed{};
-        // The self drafter's first position: rounds and acceptances.
+        // The self drafter's first position: rounds and acceptances; the draft model's likewise.
         double self_first_reached = 0, self_first_passed = 0;
+        double model_first_reached = 0, model_first_passed = 0;
         // The draft positions after the first, per method and for an n-gram proposal per match order
         // (index: order, clamped): rounds that reached each position and accepted it.
         std::array<later_positions, kAutoMethods> later;

@@ -75,16 +75,21 @@ void neural_drafter::head(const float* h, size_t slot) {
     head_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+int neural_drafter::keep_prefix(const std::vector<int32_t>& ctx) {
+    const int n = int(ctx.size());
+    if (follows_target_) return n - 1;  // the target's cache holds everything but the last row
+    size_t lcp = 0;
+    const size_t lim = std::min(cached_.size(), ctx.size());
+    while (lcp < lim && cached_[lcp] == ctx[lcp]) ++lcp;
+    const int n_keep = std::min<int>(int(lcp), n - 1);
+    cached_.resize(size_t(n_keep));
+    return n_keep;
+}
+
 bool neural_drafter::forward(const std::vector<int32_t>& ctx, const std::vector<int>& rows, const abort_check* abort,
                              std::vector<float>* hidden_out, bool with_head) {
     const int n = int(ctx.size());
-    int n_keep = n - 1;  // follows_target_: the target's cache holds everything but the last row
-    if (!follows_target_) {
-        size_t lcp = 0;
-        const size_t lim = std::min(cached_.size(), ctx.size());
-        while (lcp < lim && cached_[lcp] == ctx[lcp]) ++lcp;
-        n_keep = std::min<int>(int(lcp), n - 1);
-    }
+    int n_keep = keep_prefix(ctx);
     if (!rows.empty()) n_keep = std::min(n_keep, rows.front());
     if (!follows_target_) cached_.resize(size_t(n_keep));
     const int n_embd = m_.hp().n_embd;

@@ -91,6 +91,19 @@ public:
 
     kv_cache& cache() { return cache_; }
     const model& weights() const { return m_; }
+    int seq() const { return seq_; }
+    int n_layers() const { return n_layers_; }
+    bool full_head() const { return vocab_ == nullptr; }
+
+    // ---- batched drafting (speculative/draft_batch.h runs the forwards, this drafter the rest) ----
+    // The rows of ctx the cache still holds (the longest common prefix, at most ctx.size() - 1); forgets
+    // the rest: the caller forwards ctx[keep_prefix(ctx)..] and reports it with forwarded().
+    int keep_prefix(const std::vector<int32_t>& ctx);
+    void forwarded(const int32_t* tokens, int n) { cached_.insert(cached_.end(), tokens, tokens + n); }
+    // q = the processed distribution of the head's logits [n_logits()] after context ctx (as draft()).
+    void process(const float* logits, const sampling_params& sp, const std::vector<int32_t>& ctx, token_dist& q) {
+        processor_.process(logits, ids(), n_logits(), sp, ctx.data(), ctx.size(), q);
+    }
 
 private:
     const model& m_;

@@ -1,0 +1,95 @@
+"""Batched drafting with a draft model (speculative/draft_batch.h): the sequences that draft in an engine
+step draft each position in ONE draft forward, and each still gets exactly what it gets alone: greedy
+output token for token, a fixed seed's sample and its per-position draft counts (the draft logits are bit
+for bit those of drafting alone, the sampling is the sequence's own). Tiny random Gemma 3 models made
+here: the draft is the target with one layer re-drawn, so drafts are partly accepted."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import specgen
+import hostile_gguf as hg
+
+PROMPTS = ["the cat", "a hat is on", "cat hat", "on the mat", "the the", "a", "hat cat on the", "is a cat"]
+N = 20
+# Small weights keep the tiny model's outputs varied (the fixture's default scale saturates them); its
+# top draft probabilities lie around 0.02, where draft_p_min = 0.02 stops some drafts early.
+SCALE = 0.001
+
+
+def _tiny(path, redraw: str | None = None) -> str:
+    g = hg.tiny_model(0)
+    rng = np.random.default_rng(100)
+    for t in g.tensors:
+        if t.ttype == hg.T_Q8_0:
+            n_in, n_out = t.dims
+            t.data = hg.q8_0(n_out, n_in, rng, SCALE)
+            if t.name.decode() == redraw:
+                t.data = hg.q8_0(n_out, n_in, np.random.default_rng(7), SCALE)
+    return g.write(str(path))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("draft_batch")
+    return _tiny(d / "target.gguf"), _tiny(d / "draft.gguf", redraw="blk.1.ffn_down.weight")
+
+
+@pytest.fixture(scope="module")
+def solo(pair):
+    with specgen.Generator(pair[0], n_threads=2, n_ctx=256) as g:
+        return [g.generate(p, max_tokens=N, temperature=0, ignore_eos=True).tokens for p in PROMPTS]
+
+
+def _mean_batch(results) -> float:
+    forwards = sum(r.stats["n_draft_forwards"] for r in results)
+    return sum(r.stats["n_draft_batch_sequences"] for r in results) / forwards
+
+
+@pytest.mark.parametrize("nanospec", [False, True])
+def test_greedy_batches_equal_solo_and_share_draft_forwards(pair, solo, nanospec):
+    # The batch policy off: every sequence drafts what its speculator wants in every step.
+    with specgen.Generator(pair[0], draft=pair[1], n_threads=2, n_ctx=256, n_parallel=8, batch_draft_policy=False,
+                           draft_p_min=0.0, nanospec=nanospec) as g:
+        for size in (1, 3, 8):
+            order = [(i * 3 + size) % len(PROMPTS) for i in range(size)]
+            results = g.generate([PROMPTS[i] for i in order], max_tokens=N, temperature=0, ignore_eos=True)
+            for i, r in zip(order, results):
+                assert r.tokens == solo[i], (nanospec, size, PROMPTS[i])
+            drafted = sum(r.stats["n_drafted"] for r in results)
+            accepted = sum(r.stats["n_accepted"] for r in results)
+            assert 0 < accepted < drafted  # the drafts are partly rejected: the rollback path runs
+            # Every draft forward ran one sequence alone, or several at once.
+            if size == 1:
+                assert _mean_batch(results) == 1.0
+            else:
+                assert _mean_batch(results) > (1.5 if size == 3 else 3.0), size
+
+
+@pytest.mark.parametrize("nanospec,p_min", [(False, 0.0), (False, 0.02), (True, 0.0)])
+def test_fixed_seed_sample_and_drafts_equal_alone(pair, nanospec, p_min):
+    """Sampling stays per sequence: its rng, its sampling params, its set S, its draft_p_min stops. A fixed
+    seed gives the same tokens, and the same drafted / accepted counts per position, alone and batched."""
+    kw = dict(max_tokens=N, temperature=0.9, top_k=40, ignore_eos=True)
+    seeds = [100 + i for i in range(len(PROMPTS))]
+    with specgen.Generator(pair[0], draft=pair[1], n_threads=2, n_ctx=256, n_parallel=8, batch_draft_policy=False,
+                           draft_p_min=p_min, nanospec=nanospec) as g:
+        alone = [g.generate(p, seed=s, **kw) for p, s in zip(PROMPTS, seeds)]
+        together = g.generate(PROMPTS, seed=seeds, **kw)
+        for a, t in zip(alone, together):
+            assert t.tokens == a.tokens
+            for key in ("drafted_at", "accepted_at", "n_drafted", "n_accepted"):
+                assert t.stats[key] == a.stats[key], key
+        assert _mean_batch(together) > 3.0
+        assert sum(r.stats["n_drafted"] for r in together) > 0
+
+
+def test_draft_forwards_are_counted_for_a_draft_model_only(pair):
+    with specgen.Generator(pair[0], draft="ngram", n_threads=2, n_ctx=256, n_parallel=2) as g:
+        r = g.generate(PROMPTS[0], max_tokens=4, temperature=0, ignore_eos=True)
+        assert r.stats["n_draft_forwards"] == 0 and r.stats["n_draft_batch_sequences"] == 0
+    with specgen.Generator(pair[0], draft=pair[1], n_threads=2, n_ctx=256, draft_p_min=0.0) as g:
+        r = g.generate(PROMPTS[0], max_tokens=N, temperature=0, ignore_eos=True)
+        # Alone: one draft forward per drafted token at most (a round's first also catches up its rows).
+        assert 0 < r.stats["n_draft_forwards"] == r.stats["n_draft_batch_sequences"] <= r.stats["n_drafted"]
