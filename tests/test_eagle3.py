@@ -199,7 +199,6 @@ def reference_head(hw: dict, tw: dict, tokens, g, norm_before_residual=False):
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("eagle3")
     tw = _target_weights()
-    V = tw["token_embd.weight"].shape[0]
     heads = {"reduced": _head_weights(11, True, tw["output.weight"]), "shared": _head_weights(12, False, tw["output.weight"])}
     # norm_before_fc (EAGLE-3.1 heads): an RMSNorm (enc.output_norm) of the concatenated features before fc.
     heads["fc_norm"] = dict(heads["reduced"], **{

@@ -9,7 +9,7 @@ import numpy as np
 
 from specgen.errors import InvalidParameterError, ModelLoadError
 from specgen.hub import resolve_model
-from specgen.logprobs import TokenLogprob, from_core
+from specgen.logprobs import TokenLogprob
 from specgen.request import Request
 
 # Draft kinds accepted as words by ``draft=`` (anything else is a draft model path / Hub reference).

@@ -12,7 +12,7 @@ import math
 import time
 import uuid
 import weakref
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from specgen.errors import ContextOverflowError, InvalidParameterError
 from specgen.logprobs import TokenLogprob
