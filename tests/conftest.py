@@ -35,6 +35,20 @@ def gen(model_path):
     g.close()
 
 
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory):
+    """auto's cost-model file for one test module: measured once at its first load, then read
+    (SPECGEN_CALIBRATION; the previous value is put back afterwards)."""
+    path = tmp_path_factory.mktemp("calibration") / "calibration.json"
+    old = os.environ.get("SPECGEN_CALIBRATION")
+    os.environ["SPECGEN_CALIBRATION"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("SPECGEN_CALIBRATION", None)
+    else:
+        os.environ["SPECGEN_CALIBRATION"] = old
+
+
 class HFOracle:
     """transformers' fp32 forward and tokenizer of the same GGUF (dequantized)."""
 

@@ -10,10 +10,8 @@ measured at load and the live acceptance. What must hold:
    file); the stats carry the choice, the prediction and the switches; every front-end accepts auto.
 """
 import json
-import os
 import subprocess
 
-import numpy as np
 import pytest
 
 import specgen
@@ -26,18 +24,6 @@ PROMPTS = [
     "List the planets: Mercury, Venus, Earth, Mars, Jupiter, Saturn, Uranus, Neptune. Again: Mercury,",
 ]
 N = 32
-
-
-@pytest.fixture(scope="module")
-def calibration(tmp_path_factory):
-    path = tmp_path_factory.mktemp("auto") / "calibration.json"
-    old = os.environ.get("SPECGEN_CALIBRATION")
-    os.environ["SPECGEN_CALIBRATION"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("SPECGEN_CALIBRATION", None)
-    else:
-        os.environ["SPECGEN_CALIBRATION"] = old
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ must hold:
    generator: tests/cpp/test_draft_sharing.cpp).
 """
 import json
-import os
 import subprocess
 
 import pytest
@@ -27,18 +26,6 @@ PROMPTS = [
 ]
 N = 40
 DRAFT_METHOD = 3  # the auto_method stat of a draft model round (cost_model.h)
-
-
-@pytest.fixture(scope="module")
-def calibration(tmp_path_factory):
-    path = tmp_path_factory.mktemp("auto-draft") / "calibration.json"
-    old = os.environ.get("SPECGEN_CALIBRATION")
-    os.environ["SPECGEN_CALIBRATION"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("SPECGEN_CALIBRATION", None)
-    else:
-        os.environ["SPECGEN_CALIBRATION"] = old
 
 
 @pytest.fixture(scope="module")
