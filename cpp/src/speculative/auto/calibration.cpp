@@ -68,6 +68,35 @@ bool get_numbers(const std::string& t, const std::string& key, std::vector<doubl
     }
     return !out.empty();
 }
+// The inputs both measurements run: kMaxRows token ids spread over the vocabulary, and two NanoSpec sets
+// S over the model's head (kSubsetIds ids and an eighth of them), each with its own matrix as NanoSpec's
+// drafter keeps it (not rows picked per call).
+struct probe_inputs {
+    explicit probe_inputs(const model& m)
+        : tokens(spread_ids(kMaxRows, m.hp().n_vocab, 7919)),
+          ids(spread_ids(std::min(kSubsetIds, m.hp().n_vocab), m.hp().n_vocab, 0)),
+          n_ids(int(ids.size())),
+          big(draft_vocab::kind::nanospec, m.output(), n_ids, 0.0f),
+          small(draft_vocab::kind::nanospec, m.output(), n_ids / 8, 0.0f) {
+        big.add(ids.data(), n_ids);
+        small.add(ids.data(), n_ids / 8);
+    }
+    // n ids: (i * stride + 2) % n_vocab, or evenly spaced over the vocabulary for stride 0.
+    static std::vector<int32_t> spread_ids(int n, int n_vocab, int stride) {
+        std::vector<int32_t> v(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) v[size_t(i)] = stride ? int32_t((i * stride + 2) % n_vocab) : int32_t(i * (n_vocab / n));
+        return v;
+    }
+    // The subset head's cost per id and fixed part from the two sets' times.
+    void fit_subset_head(double sub, double sub_small, double& per_id, double& base) const {
+        const double n_big = double(n_ids), n_small = double(n_ids / 8);
+        per_id = std::max(0.0, (sub - sub_small) / (n_big - n_small));
+        base = std::max(0.0, sub_small - per_id * n_small);
+    }
+    std::vector<int32_t> tokens, ids;
+    int n_ids;
+    draft_vocab big, small;
+};
 }  // namespace
 
 double probe_row_seconds(const model& target, backend& be, kv_cache& cache) {
@@ -87,17 +116,9 @@ double probe_row_seconds(const model& target, backend& be, kv_cache& cache) {
 cost_model measure_costs(const model& target, backend& be, kv_cache& cache) {
     evaluator ev(target, be);
     const hparams& hp = target.hp();
-    std::vector<int32_t> tokens(kMaxRows);
-    for (int i = 0; i < kMaxRows; ++i) tokens[size_t(i)] = (i * 7919 + 2) % hp.n_vocab;
+    probe_inputs in(target);
+    const std::vector<int32_t>& tokens = in.tokens;
     std::vector<float> logits(size_t(kMaxRows) * hp.n_vocab);
-    std::vector<int32_t> ids(size_t(std::min(kSubsetIds, hp.n_vocab)));
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * (hp.n_vocab / int(ids.size())));
-    // The subset head as NanoSpec's drafter runs it: S's own matrix (draft_vocab), not rows picked per call.
-    const int n_ids = int(ids.size());
-    draft_vocab big(draft_vocab::kind::nanospec, target.output(), n_ids, 0.0f);
-    draft_vocab small(draft_vocab::kind::nanospec, target.output(), n_ids / 8, 0.0f);
-    big.add(ids.data(), n_ids);
-    small.add(ids.data(), n_ids / 8);
     cost_model c;
     c.verify.assign(kMaxRows, std::numeric_limits<double>::infinity());
     c.head_full.assign(kMaxRows, std::numeric_limits<double>::infinity());
@@ -116,9 +137,9 @@ cost_model measure_costs(const model& target, backend& be, kv_cache& cache) {
             if (r == 1) {
                 body1 = std::min(body1, t1 - t0);
                 const double t3 = now();
-                big.logits(be, ev.hidden(), 1, logits.data());
+                in.big.logits(be, ev.hidden(), 1, logits.data());
                 const double t4 = now();
-                small.logits(be, ev.hidden(), 1, logits.data());
+                in.small.logits(be, ev.hidden(), 1, logits.data());
                 const double t5 = now();
                 sub = std::min(sub, t4 - t3);
                 sub_small = std::min(sub_small, t5 - t4);
@@ -131,9 +152,7 @@ cost_model measure_costs(const model& target, backend& be, kv_cache& cache) {
         c.head_full[size_t(r)] = std::max(c.head_full[size_t(r)], c.head_full[size_t(r - 1)]);
     }
     c.body_row = body1;
-    const double n_big = double(ids.size()), n_small = double(ids.size() / 8);
-    c.head_per_id = std::max(0.0, (sub - sub_small) / (n_big - n_small));
-    c.head_subset_base = std::max(0.0, sub_small - c.head_per_id * n_small);
+    in.fit_subset_head(sub, sub_small, c.head_per_id, c.head_subset_base);
     return c;
 }
 
@@ -141,16 +160,9 @@ void measure_draft_costs(const model& draft, backend& be, cost_model& c) {
     const hparams& hp = draft.hp();
     kv_cache cache(hp, kMaxRows + 1);
     evaluator ev(draft, be);
-    std::vector<int32_t> tokens(kMaxRows);
-    for (int i = 0; i < kMaxRows; ++i) tokens[size_t(i)] = (i * 7919 + 2) % hp.n_vocab;
+    probe_inputs in(draft);
+    const std::vector<int32_t>& tokens = in.tokens;
     std::vector<float> logits(size_t(hp.n_vocab));
-    std::vector<int32_t> ids(size_t(std::min(kSubsetIds, hp.n_vocab)));
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * (hp.n_vocab / int(ids.size())));
-    const int n_ids = int(ids.size());
-    draft_vocab big(draft_vocab::kind::nanospec, draft.output(), n_ids, 0.0f);
-    draft_vocab small(draft_vocab::kind::nanospec, draft.output(), n_ids / 8, 0.0f);
-    big.add(ids.data(), n_ids);
-    small.add(ids.data(), n_ids / 8);
     const double inf = std::numeric_limits<double>::infinity();
     c.draft_forward.assign(kMaxRows, inf);
     double head = inf, sub = inf, sub_small = inf;
@@ -165,9 +177,9 @@ void measure_draft_costs(const model& draft, backend& be, cost_model& c) {
         const double t1 = now();
         ev.logits(ev.hidden(), 1, logits.data());
         const double t2 = now();
-        big.logits(be, ev.hidden(), 1, logits.data());
+        in.big.logits(be, ev.hidden(), 1, logits.data());
         const double t3 = now();
-        small.logits(be, ev.hidden(), 1, logits.data());
+        in.small.logits(be, ev.hidden(), 1, logits.data());
         const double t4 = now();
         head = std::min(head, t2 - t1);
         sub = std::min(sub, t3 - t2);
@@ -176,9 +188,7 @@ void measure_draft_costs(const model& draft, backend& be, cost_model& c) {
     for (int r = 1; r < kMaxRows; ++r)
         c.draft_forward[size_t(r)] = std::max(c.draft_forward[size_t(r)], c.draft_forward[size_t(r - 1)]);
     c.draft_head_full = head;
-    const double n_big = double(n_ids), n_small = double(n_ids / 8);
-    c.draft_head_per_id = std::max(0.0, (sub - sub_small) / (n_big - n_small));
-    c.draft_head_subset_base = std::max(0.0, sub_small - c.draft_head_per_id * n_small);
+    in.fit_subset_head(sub, sub_small, c.draft_head_per_id, c.draft_head_subset_base);
 }
 
 std::string cost_model_json(const cost_model& c) {
