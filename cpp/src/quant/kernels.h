@@ -49,6 +49,13 @@ static_assert(sizeof(block_q8_k) == 292, "block layout");
 // with bit j of the little-endian qh as its fifth bit.
 inline int q4_value(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
 inline int q5_value(const uint8_t* qs, uint32_t qh, int j) { return q4_value(qs, j) | int((qh >> j) & 1u) << 4; }
+// q (0..63, stored + 32) of element e (0..255) of a Q6_K super-block; e lies in sub-block e / 16.
+inline int q6_k_value(const block_q6_k& b, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const uint8_t lo = b.ql[64 * h + l + 32 * (k & 1)];
+    const int low = (k >> 1) ? (lo >> 4) : (lo & 15);
+    return low | (((b.qh[32 * h + l] >> (2 * k)) & 3) << 4);
+}
 
 // Unpacks the 12-byte K-quant scale field into 8 scales and 8 mins (each 0..63).
 //   bytes 0-3: low 6 bits sc[0..3], top 2 bits = bits 4-5 of sc[4..7]

@@ -12,21 +12,13 @@
 namespace specgen {
 namespace quant {
 
-// q (0..63) of element e of a super-block.
-static inline int q6k_value(const block_q6_k& b, int e) {
-    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-    const uint8_t lo = b.ql[64 * h + l + 32 * (k & 1)];
-    const int low = (k >> 1) ? (lo >> 4) : (lo & 15);
-    return low | (((b.qh[32 * h + l] >> (2 * k)) & 3) << 4);
-}
-
 void dequant_q6_k(const void* src, float* dst, int64_t n) {
     const block_q6_k* b = static_cast<const block_q6_k*>(src);
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const float d = fp16_to_fp32(b[i].d);
         for (int g = 0; g < 16; ++g) {
             const float dg = d * b[i].scales[g];
-            for (int l = 0; l < 16; ++l) dst[i * QK_K + 16 * g + l] = dg * (q6k_value(b[i], 16 * g + l) - 32);
+            for (int l = 0; l < 16; ++l) dst[i * QK_K + 16 * g + l] = dg * (q6_k_value(b[i], 16 * g + l) - 32);
         }
     }
 }
@@ -70,7 +62,7 @@ float dot_q6_k_ref(int64_t n, const void* w, const void* x) {
         int32_t sumi = 0;
         for (int g = 0; g < 16; ++g) {
             int32_t is = 0;
-            for (int l = 0; l < 16; ++l) is += (q6k_value(a[i], 16 * g + l) - 32) * b[i].qs[16 * g + l];
+            for (int l = 0; l < 16; ++l) is += (q6_k_value(a[i], 16 * g + l) - 32) * b[i].qs[16 * g + l];
             sumi += a[i].scales[g] * is;
         }
         s += fp16_to_fp32(a[i].d) * b[i].d * static_cast<float>(sumi);

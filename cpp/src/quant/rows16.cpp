@@ -19,7 +19,8 @@ namespace {
 
 // Elements of one block, a block's bytes in the GGUF layout, and one row's bytes of a block in the
 // rows16 layout (a record is kRows16 of them).
-int64_t block_elems(ggml_type type) { return type == ggml_type::Q4_K ? QK_K : QK; }
+bool is_k_quant(ggml_type type) { return type == ggml_type::Q4_K || type == ggml_type::Q6_K; }
+int64_t block_elems(ggml_type type) { return is_k_quant(type) ? QK_K : QK; }
 
 size_t std_block_bytes(ggml_type type) {
     switch (type) {
@@ -27,6 +28,7 @@ size_t std_block_bytes(ggml_type type) {
         case ggml_type::Q5_0: return sizeof(block_q5_0);
         case ggml_type::Q4_0: return sizeof(block_q4_0);
         case ggml_type::Q4_K: return sizeof(block_q4_k);
+        case ggml_type::Q6_K: return sizeof(block_q6_k);
         default: throw invalid_argument_error(std::string("rows16: no packed layout for ") + ggml_traits(type).name);
     }
 }
@@ -55,9 +57,30 @@ void pack_lane_q4_k(const uint8_t* blk, int k, uint8_t* rec) {
         for (int j = 0; j < 8; ++j) std::memcpy(rec + 320 + 64 * (8 * c + j) + 4 * k, b.qs + 32 * c + 4 * j, 4);
 }
 
+// Lane k of a Q6_K record (rows16.h): the block's bits regrouped by sub-block, four elements per lane.
+void pack_lane_q6_k(const uint8_t* blk, int k, uint8_t* rec) {
+    static const block_q6_k zero = {};
+    const block_q6_k& b = blk ? *reinterpret_cast<const block_q6_k*>(blk) : zero;
+    std::memcpy(rec + 2 * k, &b.d, 2);
+    for (int s = 0; s < 16; ++s) rec[32 + 16 * s + k] = uint8_t(b.scales[s]);
+    uint8_t* ql = rec + 288;
+    uint8_t* qh = rec + 288 + 2048;
+    for (int s = 0; s < 16; ++s)
+        for (int j = 0; j < 4; ++j)
+            for (int i = 0; i < 4; ++i) {
+                const int q = q6_k_value(b, 16 * s + 4 * j + i);
+                uint8_t& lo = ql[64 * (4 * (s / 2) + j) + 4 * k + i];
+                uint8_t& hi = qh[64 * (4 * (s / 4) + j) + 4 * k + i];
+                const int lo_shift = 4 * (s % 2), hi_shift = 2 * (s % 4);
+                lo = uint8_t((lo & ~(15 << lo_shift)) | (q & 15) << lo_shift);
+                hi = uint8_t((hi & ~(3 << hi_shift)) | (q >> 4) << hi_shift);
+            }
+}
+
 // Lane k of a record: block `blk` of one row (null: a padding row, zeros) in the layout of rows16.h.
 void pack_lane(ggml_type type, const uint8_t* blk, int k, uint8_t* rec) {
     if (type == ggml_type::Q4_K) return pack_lane_q4_k(blk, k, rec);
+    if (type == ggml_type::Q6_K) return pack_lane_q6_k(blk, k, rec);
     const bool q5 = type == ggml_type::Q5_0;
     uint8_t* q = rec + 2 * kRows16 + (q5 ? 64 : 0);
     static const uint8_t zero_block[sizeof(block_q8_0)] = {};
@@ -115,8 +138,25 @@ float dot_rows16_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
     return acc;
 }
 
+float dot_rows16_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
+    float acc = 0;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const block_q6_k& wb = reinterpret_cast<const block_q6_k*>(w)[b];
+        const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(x)[b];
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s) {
+            int32_t p = 0;
+            for (int l = 0; l < 16; ++l) p += (q6_k_value(wb, 16 * s + l) - 32) * xb.qs[16 * s + l];
+            isum += int32_t(wb.scales[s]) * p;
+        }
+        acc = std::fmaf(float(isum), fp16_to_fp32(wb.d) * xb.d, acc);
+    }
+    return acc;
+}
+
 float dot_rows16_order(ggml_type type, int64_t n, const uint8_t* w, const uint8_t* x) {
     if (type == ggml_type::Q4_K) return dot_rows16_order_q4_k(n, w, x);
+    if (type == ggml_type::Q6_K) return dot_rows16_order_q6_k(n, w, x);
     const size_t bb = std_block_bytes(type);
     float acc = 0;
     for (int64_t b = 0; b < n / QK; ++b) {
@@ -145,7 +185,8 @@ gemm_fn rows16_kernel(ggml_type type) {
 bool rows16_available(ggml_type type) { return rows16_kernel(type) != nullptr; }
 
 bool rows16_has_layout(ggml_type type) {
-    return type == ggml_type::Q8_0 || type == ggml_type::Q5_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K;
+    return type == ggml_type::Q8_0 || type == ggml_type::Q5_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K ||
+           type == ggml_type::Q6_K;
 }
 
 size_t rows16_bytes(ggml_type type, int64_t n_rows, int64_t n_cols) {

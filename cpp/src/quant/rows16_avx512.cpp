@@ -1,5 +1,5 @@
 // AVX-512 VNNI kernels of the rows16 layout (rows16.h): Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations
-// and Q4_K x Q8_K (below),
+// and Q4_K, Q6_K x Q8_K (below),
 // sixteen weight rows per zmm (row r in 32-bit lane r).
 //
 // Per block and token: p = corr, then for j = 0..7 p = vpdpbusd(p, w_j, x[4j..4j+3] broadcast), which
@@ -177,6 +177,61 @@ struct kernel_q4_k {
     }
 };
 
+// Q6_K x Q8_K. Per block and token: for each sub-block s, p_s = corr_s + sum over j of vpdpbusd(w_j,
+// x[16s + 4j..] broadcast), the exact (q - 32) . x, and isum += sc_s * p_s (vpmulld); then one fma.
+// A sub-block's 4 weight vectors are its nibbles with their top 2 bits or-ed in at bits 4-5.
+struct kernel_q6_k {
+    static constexpr int block_elems = QK_K;
+    static constexpr size_t record_bytes = kRows16Q6kRecord;
+    static constexpr int max_tile = 8;  // 4 weight vectors a sub-block: 8 tokens' sums still fit in registers
+
+    using prep = rows16_prep_q6_k;
+    static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
+        rows16_prepare_q6_k(nb, X, xs, n_tok, P);
+    }
+
+    template <int NT>
+    static void block(const uint8_t* rec, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
+                      __m512 acc[NT]) {
+        const __m512i lo4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
+        const uint8_t* ql = rec + 288;
+        const uint8_t* qh = ql + 2048;
+        __m512i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+        for (int s = 0; s < 16; ++s) {
+            __m512i w[4];
+            for (int j = 0; j < 4; ++j) {
+                __m512i lo = _mm512_loadu_si512(ql + 64 * (4 * (s / 2) + j));
+                if (s % 2) lo = _mm512_srli_epi16(lo, 4);
+                __m512i hi = _mm512_loadu_si512(qh + 64 * (4 * (s / 4) + j));
+                // bits 2k, 2k + 1 (k = s % 4) of each byte to bits 4-5; 16-bit shifts keep them in their byte
+                switch (s % 4) {
+                    case 0: hi = _mm512_slli_epi16(hi, 4); break;
+                    case 1: hi = _mm512_slli_epi16(hi, 2); break;
+                    case 3: hi = _mm512_srli_epi16(hi, 2); break;
+                    default: break;
+                }
+                // (lo & 0x0f) | (hi & 0x30): 0xEC is the truth table of (a & c) | b
+                w[j] = _mm512_ternarylogic_epi32(lo, _mm512_and_si512(hi, top2), lo4, 0xEC);
+            }
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 32 + 16 * s)));
+            for (int t = 0; t < NT; ++t) {
+                const int8_t* xq = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs + 16 * s;
+                __m512i p = _mm512_set1_epi32(P[t * nb + b].corr[s]), q = _mm512_setzero_si512();
+                p = _mm512_dpbusd_epi32(p, w[0], broadcast4(xq));
+                q = _mm512_dpbusd_epi32(q, w[1], broadcast4(xq + 4));
+                p = _mm512_dpbusd_epi32(p, w[2], broadcast4(xq + 8));
+                q = _mm512_dpbusd_epi32(q, w[3], broadcast4(xq + 12));
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(p, q), sc));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+        for (int t = 0; t < NT; ++t)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(P[t * nb + b].d)),
+                                     acc[t]);
+    }
+};
+
 // One group of 16 rows (the first n_valid of them stored) x NT tokens: the records stream through once,
 // block by block, while the tokens' sums stay in registers.
 template <class K, int NT>
@@ -209,6 +264,7 @@ gemm_fn gemm_kernel_rows16_avx512(ggml_type w_type) {
         case ggml_type::Q4_0: return gemm_rows16<kernel_legacy<block_q4_0>>;
         case ggml_type::Q5_0: return gemm_rows16<kernel_legacy<block_q5_0>>;
         case ggml_type::Q4_K: return gemm_rows16<kernel_q4_k>;
+        case ggml_type::Q6_K: return gemm_rows16<kernel_q6_k>;
         default: return nullptr;
     }
 }

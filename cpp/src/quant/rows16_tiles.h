@@ -55,6 +55,23 @@ inline void rows16_prepare_q4_k(int64_t nb, const uint8_t* X, size_t xs, int n_t
         }
 }
 
+// Q6_K x Q8_K: the activation scale and each sub-block's offset correction -32 * (its sum of x), the
+// starting value of the sub-block's integer dot product (weights are stored + 32).
+struct rows16_prep_q6_k {
+    float d;
+    int32_t corr[16];
+};
+
+inline void rows16_prepare_q6_k(int64_t nb, const uint8_t* X, size_t xs, int n_tok, rows16_prep_q6_k* P) {
+    for (int t = 0; t < n_tok; ++t)
+        for (int64_t b = 0; b < nb; ++b) {
+            const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(X + t * xs)[b];
+            rows16_prep_q6_k& p = P[t * nb + b];
+            p.d = xb.d;
+            for (int s = 0; s < 16; ++s) p.corr[s] = -32 * xb.bsums[s];
+        }
+}
+
 template <class K, int NT>
 void groups_loop(int64_t nb, const uint8_t* W, size_t ws, int n_rows, const uint8_t* X, size_t xs,
                  const typename K::prep* P, float* Y, int64_t ys);
