@@ -129,7 +129,7 @@ struct kernel_legacy {
 struct kernel_q4_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = kRows16Q4kRecord;
-    static constexpr int max_tile = 4;  // a sub-block's 8 weight vectors and 2 accumulators per token fit in registers
+    static constexpr int max_tile = 8;  // a 5-row verification in one tile: 4 + 1 unpacked every record twice
 
     using prep = rows16_prep_q4_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
