@@ -57,24 +57,28 @@ void pack_lane_q4_k(const uint8_t* blk, int k, uint8_t* rec) {
         for (int j = 0; j < 8; ++j) std::memcpy(rec + 320 + 64 * (8 * c + j) + 4 * k, b.qs + 32 * c + 4 * j, 4);
 }
 
-// Lane k of a Q6_K record (rows16.h): the block's bits regrouped by sub-block, four elements per lane.
+// Lane k of a Q6_K record (rows16.h): the block's 6-bit values regrouped by sub-block, four elements per
+// lane; each packed byte is written once (packing runs over every Q6_K matrix at load).
 void pack_lane_q6_k(const uint8_t* blk, int k, uint8_t* rec) {
     static const block_q6_k zero = {};
     const block_q6_k& b = blk ? *reinterpret_cast<const block_q6_k*>(blk) : zero;
     std::memcpy(rec + 2 * k, &b.d, 2);
     for (int s = 0; s < 16; ++s) rec[32 + 16 * s + k] = uint8_t(b.scales[s]);
+    uint8_t q[QK_K];
+    for (int e = 0; e < QK_K; ++e) q[e] = uint8_t(q6_k_value(b, e));
     uint8_t* ql = rec + 288;
-    uint8_t* qh = rec + 288 + 2048;
-    for (int s = 0; s < 16; ++s)
-        for (int j = 0; j < 4; ++j)
-            for (int i = 0; i < 4; ++i) {
-                const int q = q6_k_value(b, 16 * s + 4 * j + i);
-                uint8_t& lo = ql[64 * (4 * (s / 2) + j) + 4 * k + i];
-                uint8_t& hi = qh[64 * (4 * (s / 4) + j) + 4 * k + i];
-                const int lo_shift = 4 * (s % 2), hi_shift = 2 * (s % 4);
-                lo = uint8_t((lo & ~(15 << lo_shift)) | (q & 15) << lo_shift);
-                hi = uint8_t((hi & ~(3 << hi_shift)) | (q >> 4) << hi_shift);
+    uint8_t* qh = ql + 2048;
+    for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) {
+            const int e = 4 * j + i;  // the element's place inside its sub-block
+            for (int c = 0; c < 8; ++c)
+                ql[64 * (4 * c + j) + 4 * k + i] = uint8_t((q[32 * c + e] & 15) | (q[32 * c + 16 + e] & 15) << 4);
+            for (int g = 0; g < 4; ++g) {
+                int top = 0;
+                for (int t = 0; t < 4; ++t) top |= (q[64 * g + 16 * t + e] >> 4) << (2 * t);
+                qh[64 * (4 * g + j) + 4 * k + i] = uint8_t(top);
             }
+        }
 }
 
 // Lane k of a record: block `blk` of one row (null: a padding row, zeros) in the layout of rows16.h.
