@@ -192,10 +192,13 @@ def rows16_case(t, n_blocks, n_rows, n_tok, seed):
     return n, W, xs
 
 
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
 @pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K])
-def test_rows16_kernel_matches_its_scalar_order(t):
-    if not _testing.rows16_available(int(t)):
-        pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
+def test_rows16_kernel_matches_its_scalar_order(t, isa):
+    if isa not in supported_isas():
+        pytest.skip(f"{isa} not supported here")
+    _testing.set_cpu_isa(isa)
+    assert _testing.rows16_available(int(t))
     for n_blocks, n_rows in ((1, 16), (3, 1), (5, 37), (20 if BLOCK[t][0] == 32 else 8, 64)):
         n, W, xs = rows16_case(t, n_blocks, n_rows, 19, 13 * int(t) + n_rows)
         P = _testing.rows16_pack(int(t), W, n_rows, n)

@@ -49,8 +49,7 @@ constexpr int kRows16 = 16;            // rows per group
 constexpr int kRows16Q4kRecord = 2368;  // bytes of one Q4_K record (16 rows x one 256-element block)
 constexpr int kRows16Q6kRecord = 3360;  // bytes of one Q6_K record
 
-// True when the active ISA has a rows16 kernel for `type` (AVX2 or AVX-512 VNNI: Q8_0, Q5_0, Q4_0, Q4_K;
-// AVX-512 VNNI also Q6_K).
+// True when the active ISA has a rows16 kernel for `type` (AVX2 or AVX-512 VNNI; Q8_0, Q5_0, Q4_0, Q4_K, Q6_K).
 bool rows16_available(ggml_type type);
 // Bytes of a packed [n_rows, n_cols] matrix (rows rounded up to a multiple of 16).
 size_t rows16_bytes(ggml_type type, int64_t n_rows, int64_t n_cols);

@@ -1,5 +1,5 @@
 // AVX2 kernels of the rows16 layout (rows16.h): Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations and
-// Q4_K x Q8_K, eight weight rows per ymm (a record's 16 rows as two halves, row r in 32-bit lane r % 8).
+// Q4_K, Q6_K x Q8_K, eight weight rows per ymm (a record's 16 rows as two halves, row r in 32-bit lane r % 8).
 //
 // AVX2 has no vpdpbusd: a block's integer dot product is vpmaddubsw (u8 x s8, adjacent pairs summed
 // into int16, saturating) then vpmaddwd into int32 lanes. Neither ever saturates here (|x| <= 127,
@@ -197,6 +197,75 @@ struct kernel_q4_k {
     }
 };
 
+// Q6_K x Q8_K. A sub-block's 4 weight vectors are its nibbles with their top 2 bits or-ed in at bits 4-5
+// (at most 63, so two groups add up in int16: 2 x 2 x 63 x 128 = 32256), widened and scaled by
+// vpmaddwd with the row's int8 scale in both halves of its lane. The offset (stored + 32) is removed
+// once per block: isum -= 32 * sum_s sc_s * bsum_s, by vpmaddwd on (sc_2i, sc_2i+1) pairs.
+struct kernel_q6_k {
+    static constexpr int block_elems = QK_K;
+    static constexpr size_t record_bytes = kRows16Q6kRecord;
+    static constexpr int max_tile = 4;
+    using prep = rows16_prep_q6_k;
+    static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
+        rows16_prepare_q6_k(nb, X, xs, n_tok, P);
+    }
+
+    // Row r's scale of sub-block s, sign-extended to int32 (lane r % 8 of half h).
+    static __m256i scale32(const uint8_t* rec, int h, int s) {
+        return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 32 + 16 * s + kHalf * h)));
+    }
+
+    template <int NT>
+    static void block(const uint8_t* rec, int h, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
+                      __m256 acc[NT]) {
+        const __m256i lo4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30), low16 = _mm256_set1_epi32(0xffff);
+        const uint8_t* ql = rec + 288 + 32 * h;
+        const uint8_t* qh = rec + 288 + 2048 + 32 * h;
+        const int8_t* xq[NT];
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) {
+            xq[t] = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs;
+            isum[t] = _mm256_setzero_si256();
+        }
+        for (int s = 0; s < 16; ++s) {
+            __m256i w[4];
+            for (int j = 0; j < 4; ++j) {
+                __m256i lo = load32(ql + 64 * (4 * (s / 2) + j));
+                if (s % 2) lo = _mm256_srli_epi16(lo, 4);
+                __m256i hi = load32(qh + 64 * (4 * (s / 4) + j));
+                switch (s % 4) {  // bits 2k, 2k + 1 of each byte to bits 4-5 (16-bit shifts keep them in their byte)
+                    case 0: hi = _mm256_slli_epi16(hi, 4); break;
+                    case 1: hi = _mm256_slli_epi16(hi, 2); break;
+                    case 3: hi = _mm256_srli_epi16(hi, 2); break;
+                    default: break;
+                }
+                w[j] = _mm256_or_si256(_mm256_and_si256(lo, lo4), _mm256_and_si256(hi, top2));
+            }
+            const __m256i sc32 = scale32(rec, h, s);
+            const __m256i sc = _mm256_or_si256(_mm256_and_si256(sc32, low16), _mm256_slli_epi32(sc32, 16));
+            for (int t = 0; t < NT; ++t) {
+                const int8_t* x = xq[t] + 16 * s;
+                const __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], broadcast4(x)),
+                                                   _mm256_maddubs_epi16(w[1], broadcast4(x + 4)));
+                const __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], broadcast4(x + 8)),
+                                                   _mm256_maddubs_epi16(w[3], broadcast4(x + 12)));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
+            }
+        }
+        __m256i sc_pairs[8];
+        for (int i = 0; i < 8; ++i)
+            sc_pairs[i] = _mm256_or_si256(_mm256_and_si256(scale32(rec, h, 2 * i), low16),
+                                          _mm256_slli_epi32(scale32(rec, h, 2 * i + 1), 16));
+        for (int t = 0; t < NT; ++t) {
+            __m256i m = _mm256_setzero_si256();
+            for (int i = 0; i < 8; ++i)
+                m = _mm256_add_epi32(m, _mm256_madd_epi16(sc_pairs[i], _mm256_set1_epi32(P[t * nb + b].bs_pairs[i])));
+            isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(m, 5));
+        }
+        add_scaled_block<NT>(rec + 2 * kHalf * h, P, nb, b, isum, acc);
+    }
+};
+
 // Half h of one group (its first n_valid rows stored) x NT tokens: the records stream through once,
 // block by block, while the tokens' sums stay in registers. The first half reads every cache line of
 // the group (a record row holds both halves) and prefetches the rest of it; the second half finds the
@@ -237,6 +306,7 @@ gemm_fn gemm_kernel_rows16_avx2(ggml_type w_type) {
         case ggml_type::Q4_0: return gemm_rows16<kernel_nibbles<block_q4_0>>;
         case ggml_type::Q5_0: return gemm_rows16<kernel_nibbles<block_q5_0>>;
         case ggml_type::Q4_K: return gemm_rows16<kernel_q4_k>;
+        case ggml_type::Q6_K: return gemm_rows16<kernel_q6_k>;
         default: return nullptr;
     }
 }

@@ -55,11 +55,14 @@ inline void rows16_prepare_q4_k(int64_t nb, const uint8_t* X, size_t xs, int n_t
         }
 }
 
-// Q6_K x Q8_K: the activation scale and each sub-block's offset correction -32 * (its sum of x), the
-// starting value of the sub-block's integer dot product (weights are stored + 32).
+// Q6_K x Q8_K: the activation scale and the offset correction (weights are stored + 32) in two forms:
+// corr_s = -32 * (sub-block s's sum of x), the starting value of the sub-block's integer dot product
+// (AVX-512), and the sums in int16 pairs (bs_2i | bs_2i+1 << 16), the operand of a pairwise multiply-add
+// with the rows' scales (AVX2).
 struct rows16_prep_q6_k {
     float d;
     int32_t corr[16];
+    int32_t bs_pairs[8];
 };
 
 inline void rows16_prepare_q6_k(int64_t nb, const uint8_t* X, size_t xs, int n_tok, rows16_prep_q6_k* P) {
@@ -69,6 +72,8 @@ inline void rows16_prepare_q6_k(int64_t nb, const uint8_t* X, size_t xs, int n_t
             rows16_prep_q6_k& p = P[t * nb + b];
             p.d = xb.d;
             for (int s = 0; s < 16; ++s) p.corr[s] = -32 * xb.bsums[s];
+            for (int i = 0; i < 8; ++i)
+                p.bs_pairs[i] = int32_t(uint32_t(uint16_t(xb.bsums[2 * i])) | uint32_t(uint16_t(xb.bsums[2 * i + 1])) << 16);
         }
 }
 
