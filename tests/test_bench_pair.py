@@ -46,6 +46,16 @@ def test_auto_nanospec_gives_the_draft_model_candidate_its_nanospec_head():
         pair.parse_configs("ngram:nanospec")
 
 
+def test_draft_ssd_runs_the_draft_model_concurrently():
+    (c,) = pair.parse_configs("draft:ssd")
+    kw = pair._generator_kwargs(c, "d.gguf", 2, 512)
+    assert (kw["draft"], kw["ssd"]) == ("d.gguf", True)
+    assert "ssd" not in pair._generator_kwargs(pair.parse_configs("draft")[0], "d.gguf", 2, 512)
+    for bad in ("ngram:ssd", "auto:ssd"):
+        with pytest.raises(ValueError, match="unknown option"):
+            pair.parse_configs(bad)
+
+
 @pytest.mark.parametrize("bad, why", [
     ("bogus", "unknown pair config"), ("plain:token", "plain takes no options"), ("draft:zz", "unknown option"),
     ("llama:fast", "llama takes :draft"), ("llama:draft:n0", "unknown llama option"),

@@ -9,7 +9,9 @@ Configurations (``-c``, comma-separated; ``@0`` / ``@1`` after a name limits it 
 - specgen: ``plain``; ``draft`` (the draft model, block verification); ``draft:token`` (token-wise);
   ``draft:nanospec`` (block, the NanoSpec head on the draft model); ``ngram``; ``auto`` (draft="auto"
   with the draft model when the engine accepts it, else plain auto, and the result says so);
-  ``auto:nanospec`` (auto whose draft model candidate drafts over its NanoSpec head).
+  ``auto:nanospec`` (auto whose draft model candidate drafts over its NanoSpec head); ``draft:ssd``
+  (SSD / Saguaro: the draft model drafts the next round while the target verifies, the cores split
+  between them).
   Options ``gN`` (draft_max) and ``fixed`` (no adaptive gamma) apply to the drafting ones.
 - llama-server: ``llama`` (plain); ``llama:draft`` (``-md D --spec-type draft-simple`` at its default
   n-max); ``llama:draft:nN``; ``llama:draft:best`` (the n-max that decoded fastest in a short greedy sweep
@@ -58,6 +60,7 @@ class PairConfig:
     kind: str                        # specgen: plain/draft/ngram/auto; llama: plain/draft
     verify: str = "block"
     nanospec: bool = False
+    ssd: bool = False                # specgen draft: SSD / Saguaro
     draft_max: Optional[int] = None  # specgen gN
     adaptive: bool = True            # specgen: False with "fixed"
     n_max: Optional[int] = None      # llama-server --spec-draft-n-max (None: its default)
@@ -102,7 +105,7 @@ def parse_configs(text: str) -> List[PairConfig]:
         if head not in SPECGEN_KINDS:
             raise ValueError(f"unknown pair config {raw!r}: expected plain, draft[:token|:nanospec], ngram, auto, "
                              "llama or llama:draft[:nN|:best]")
-        verify, nanospec, gamma, adaptive = "block", False, None, True
+        verify, nanospec, ssd, gamma, adaptive = "block", False, False, None, True
         for o in parts[1:]:
             if head == "plain":
                 raise ValueError(f"pair config {raw!r}: plain takes no options")
@@ -110,13 +113,15 @@ def parse_configs(text: str) -> List[PairConfig]:
                 verify = o
             elif o == "nanospec" and head in ("draft", "auto"):
                 nanospec = True
+            elif o == "ssd" and head == "draft":
+                ssd = True
             elif o == "fixed":
                 adaptive = False
             elif o.startswith("g") and o[1:].isdigit() and int(o[1:]) >= 1:
                 gamma = int(o[1:])
             else:
                 raise ValueError(f"pair config {raw!r}: unknown option {o!r}")
-        out.append(PairConfig(name=spec, engine="specgen", kind=head, verify=verify, nanospec=nanospec,
+        out.append(PairConfig(name=spec, engine="specgen", kind=head, verify=verify, nanospec=nanospec, ssd=ssd,
                               draft_max=gamma, adaptive=adaptive, temps=temps))
     names = [c.name for c in out]
     if len(set(names)) != len(names):
@@ -209,6 +214,8 @@ def _generator_kwargs(c: PairConfig, draft: str, threads: int, n_ctx: int) -> Di
     kw: Dict[str, Any] = dict(n_threads=threads, n_ctx=n_ctx)
     if c.kind == "draft":
         kw.update(draft=draft, verify=c.verify, nanospec=c.nanospec)
+        if c.ssd:
+            kw["ssd"] = True
     elif c.kind == "ngram":
         kw.update(draft="ngram", verify=c.verify)
     elif c.kind == "auto":
