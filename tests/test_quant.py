@@ -193,7 +193,7 @@ def rows16_case(t, n_blocks, n_rows, n_tok, seed):
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
-@pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K])
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q5_K, T.Q6_K])
 def test_rows16_kernel_matches_its_scalar_order(t, isa):
     if isa not in supported_isas():
         pytest.skip(f"{isa} not supported here")
@@ -215,7 +215,7 @@ def test_rows16_kernel_matches_its_scalar_order(t, isa):
             assert alone[0].tobytes() == in_batch.tobytes()
 
 
-@pytest.mark.parametrize("t", [T.Q8_0, T.Q5_0, T.Q4_0, T.Q4_K, T.Q6_K])
+@pytest.mark.parametrize("t", [T.Q8_0, T.Q5_0, T.Q4_0, T.Q4_K, T.Q5_K, T.Q6_K])
 def test_cpu_backend_computes_repacked_matrices_packed(t):
     """A matrix with a repack slot (as a model's) is computed in rows16 by the CPU backend, and its
     selected rows (NanoSpec / calibration heads) give the same bits as the full product."""
@@ -239,10 +239,10 @@ def test_rows16_bad_arguments_raise():
     if not _testing.rows16_available(int(T.Q8_0)):
         pytest.skip("no rows16 kernel on this CPU (AVX2 or AVX-512 VNNI)")
     with pytest.raises(specgen.InvalidParameterError):
-        _testing.rows16_pack(int(T.Q5_K), np.zeros(176, np.uint8), 1, 256)
+        _testing.rows16_pack(int(T.Q5_1), np.zeros(24, np.uint8), 1, 32)
     with pytest.raises(specgen.InvalidParameterError):
         _testing.rows16_pack(int(T.Q8_0), np.zeros(33, np.uint8), 1, 32)
-    assert not _testing.rows16_available(int(T.Q5_K))
+    assert not _testing.rows16_available(int(T.Q5_1))
     _testing.set_cpu_isa("scalar")
     assert not _testing.rows16_available(int(T.Q8_0))
 

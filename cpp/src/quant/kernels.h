@@ -49,6 +49,12 @@ static_assert(sizeof(block_q8_k) == 292, "block layout");
 // with bit j of the little-endian qh as its fifth bit.
 inline int q4_value(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
 inline int q5_value(const uint8_t* qs, uint32_t qh, int j) { return q4_value(qs, j) | int((qh >> j) & 1u) << 4; }
+// q (0..31) of element e (0..255) of a Q5_K super-block: the Q4_K nibble plus bit s of qh[l].
+inline int q5_k_value(const block_q5_k& b, int e) {
+    const int s = e / 32, l = e % 32, c = s / 2;
+    const int lo = (s & 1) ? (b.qs[32 * c + l] >> 4) : (b.qs[32 * c + l] & 15);
+    return lo | (((b.qh[l] >> s) & 1) << 4);
+}
 // q (0..63, stored + 32) of element e (0..255) of a Q6_K super-block; e lies in sub-block e / 16.
 inline int q6_k_value(const block_q6_k& b, int e) {
     const int h = e / 128, k = (e % 128) / 32, l = e % 32;

@@ -8,12 +8,6 @@
 namespace specgen {
 namespace quant {
 
-static inline int q5k_value(const block_q5_k& b, int e) {
-    const int s = e / 32, l = e % 32, c = s / 2;
-    const int lo = (s & 1) ? (b.qs[32 * c + l] >> 4) : (b.qs[32 * c + l] & 15);
-    return lo | (((b.qh[l] >> s) & 1) << 4);
-}
-
 void dequant_q5_k(const void* src, float* dst, int64_t n) {
     const block_q5_k* b = static_cast<const block_q5_k*>(src);
     for (int64_t i = 0; i < n / QK_K; ++i) {
@@ -22,7 +16,7 @@ void dequant_q5_k(const void* src, float* dst, int64_t n) {
         unpack_k_scales(b[i].scales, sc, m);
         for (int s = 0; s < 8; ++s) {
             const float ds = d * sc[s], dm = dmin * m[s];
-            for (int l = 0; l < 32; ++l) dst[i * QK_K + 32 * s + l] = ds * q5k_value(b[i], 32 * s + l) - dm;
+            for (int l = 0; l < 32; ++l) dst[i * QK_K + 32 * s + l] = ds * q5_k_value(b[i], 32 * s + l) - dm;
         }
     }
 }
@@ -51,7 +45,7 @@ float dot_q5_k_ref(int64_t n, const void* w, const void* x) {
         int32_t sumi = 0, summ = 0;
         for (int sb = 0; sb < 8; ++sb) {
             int32_t is = 0;
-            for (int l = 0; l < 32; ++l) is += q5k_value(a[i], 32 * sb + l) * b[i].qs[32 * sb + l];
+            for (int l = 0; l < 32; ++l) is += q5_k_value(a[i], 32 * sb + l) * b[i].qs[32 * sb + l];
             sumi += sc[sb] * is;
             summ += m[sb] * (b[i].bsums[2 * sb] + b[i].bsums[2 * sb + 1]);
         }

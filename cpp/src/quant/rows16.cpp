@@ -19,7 +19,7 @@ namespace {
 
 // Elements of one block, a block's bytes in the GGUF layout, and one row's bytes of a block in the
 // rows16 layout (a record is kRows16 of them).
-bool is_k_quant(ggml_type type) { return type == ggml_type::Q4_K || type == ggml_type::Q6_K; }
+bool is_k_quant(ggml_type type) { return type == ggml_type::Q4_K || type == ggml_type::Q5_K || type == ggml_type::Q6_K; }
 int64_t block_elems(ggml_type type) { return is_k_quant(type) ? QK_K : QK; }
 
 size_t std_block_bytes(ggml_type type) {
@@ -28,12 +28,17 @@ size_t std_block_bytes(ggml_type type) {
         case ggml_type::Q5_0: return sizeof(block_q5_0);
         case ggml_type::Q4_0: return sizeof(block_q4_0);
         case ggml_type::Q4_K: return sizeof(block_q4_k);
+        case ggml_type::Q5_K: return sizeof(block_q5_k);
         case ggml_type::Q6_K: return sizeof(block_q6_k);
         default: throw invalid_argument_error(std::string("rows16: no packed layout for ") + ggml_traits(type).name);
     }
 }
 
-size_t lane_bytes(ggml_type type) { return type == ggml_type::Q4_K ? kRows16Q4kRecord / kRows16 : std_block_bytes(type); }
+size_t lane_bytes(ggml_type type) {
+    if (type == ggml_type::Q4_K) return kRows16Q4kRecord / kRows16;
+    if (type == ggml_type::Q5_K) return kRows16Q5kRecord / kRows16;
+    return std_block_bytes(type);
+}
 
 void check_cols(ggml_type type, int64_t n_cols) {
     std_block_bytes(type);  // names an unsupported type first
@@ -42,19 +47,40 @@ void check_cols(ggml_type type, int64_t n_cols) {
                                      std::to_string(block_elems(type)));
 }
 
-// Lane k of a Q4_K record (rows16.h): scales and mins unpacked, the mins interleaved in pairs.
-void pack_lane_q4_k(const uint8_t* blk, int k, uint8_t* rec) {
-    static const block_q4_k zero = {};
-    const block_q4_k& b = blk ? *reinterpret_cast<const block_q4_k*>(blk) : zero;
-    std::memcpy(rec + 2 * k, &b.d, 2);
-    std::memcpy(rec + 32 + 2 * k, &b.dmin, 2);
+// Lane k of a Q4_K record (rows16.h) from a block's fields: scales and mins unpacked, the mins
+// interleaved in pairs. Q5_K records start the same way.
+void pack_lane_q4_k_fields(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs, int k, uint8_t* rec) {
+    std::memcpy(rec + 2 * k, &d, 2);
+    std::memcpy(rec + 32 + 2 * k, &dmin, 2);
     uint8_t sc[8], m[8];
-    unpack_k_scales(b.scales, sc, m);
+    unpack_k_scales(scales, sc, m);
     for (int s = 0; s < 8; ++s) rec[64 + 16 * s + k] = sc[s];
     for (int i = 0; i < 4; ++i)
         for (int t = 0; t < 2; ++t) rec[192 + 32 * i + 2 * k + t] = m[2 * i + t];
     for (int c = 0; c < 4; ++c)
-        for (int j = 0; j < 8; ++j) std::memcpy(rec + 320 + 64 * (8 * c + j) + 4 * k, b.qs + 32 * c + 4 * j, 4);
+        for (int j = 0; j < 8; ++j) std::memcpy(rec + 320 + 64 * (8 * c + j) + 4 * k, qs + 32 * c + 4 * j, 4);
+}
+
+void pack_lane_q4_k(const uint8_t* blk, int k, uint8_t* rec) {
+    static const block_q4_k zero = {};
+    const block_q4_k& b = blk ? *reinterpret_cast<const block_q4_k*>(blk) : zero;
+    pack_lane_q4_k_fields(b.d, b.dmin, b.scales, b.qs, k, rec);
+}
+
+// Lane k of a Q5_K record: the Q4_K record of its nibbles, then the fifth bits as 64-bit masks.
+void pack_lane_q5_k(const uint8_t* blk, int k, uint8_t* rec) {
+    static const block_q5_k zero = {};
+    const block_q5_k& b = blk ? *reinterpret_cast<const block_q5_k*>(blk) : zero;
+    pack_lane_q4_k_fields(b.d, b.dmin, b.scales, b.qs, k, rec);
+    uint8_t* masks = rec + kRows16Q4kRecord;
+    for (int s = 0; s < 8; ++s)
+        for (int j = 0; j < 8; ++j) {
+            uint64_t m;
+            std::memcpy(&m, masks + 8 * (8 * s + j), 8);
+            m &= ~(uint64_t(15) << (4 * k));
+            for (int i = 0; i < 4; ++i) m |= uint64_t((b.qh[4 * j + i] >> s) & 1) << (4 * k + i);
+            std::memcpy(masks + 8 * (8 * s + j), &m, 8);
+        }
 }
 
 // Lane k of a Q6_K record (rows16.h): the block's 6-bit values regrouped by sub-block, four elements per
@@ -84,6 +110,7 @@ void pack_lane_q6_k(const uint8_t* blk, int k, uint8_t* rec) {
 // Lane k of a record: block `blk` of one row (null: a padding row, zeros) in the layout of rows16.h.
 void pack_lane(ggml_type type, const uint8_t* blk, int k, uint8_t* rec) {
     if (type == ggml_type::Q4_K) return pack_lane_q4_k(blk, k, rec);
+    if (type == ggml_type::Q5_K) return pack_lane_q5_k(blk, k, rec);
     if (type == ggml_type::Q6_K) return pack_lane_q6_k(blk, k, rec);
     const bool q5 = type == ggml_type::Q5_0;
     uint8_t* q = rec + 2 * kRows16 + (q5 ? 64 : 0);
@@ -142,6 +169,26 @@ float dot_rows16_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
     return acc;
 }
 
+float dot_rows16_order_q5_k(int64_t n, const uint8_t* w, const uint8_t* x) {
+    float acc = 0;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const block_q5_k& wb = reinterpret_cast<const block_q5_k*>(w)[b];
+        const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(x)[b];
+        uint8_t sc[8], m[8];
+        unpack_k_scales(wb.scales, sc, m);
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 8; ++s) {
+            int32_t p = 0;
+            for (int l = 0; l < 32; ++l) p += q5_k_value(wb, 32 * s + l) * xb.qs[32 * s + l];
+            isum += int32_t(sc[s]) * p;
+            msum += int32_t(m[s]) * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
+        }
+        acc = std::fmaf(float(isum), fp16_to_fp32(wb.d) * xb.d, acc);
+        acc = std::fmaf(float(msum), -(fp16_to_fp32(wb.dmin) * xb.d), acc);
+    }
+    return acc;
+}
+
 float dot_rows16_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
     float acc = 0;
     for (int64_t b = 0; b < n / QK_K; ++b) {
@@ -160,6 +207,7 @@ float dot_rows16_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
 
 float dot_rows16_order(ggml_type type, int64_t n, const uint8_t* w, const uint8_t* x) {
     if (type == ggml_type::Q4_K) return dot_rows16_order_q4_k(n, w, x);
+    if (type == ggml_type::Q5_K) return dot_rows16_order_q5_k(n, w, x);
     if (type == ggml_type::Q6_K) return dot_rows16_order_q6_k(n, w, x);
     const size_t bb = std_block_bytes(type);
     float acc = 0;
@@ -190,7 +238,7 @@ bool rows16_available(ggml_type type) { return rows16_kernel(type) != nullptr; }
 
 bool rows16_has_layout(ggml_type type) {
     return type == ggml_type::Q8_0 || type == ggml_type::Q5_0 || type == ggml_type::Q4_0 || type == ggml_type::Q4_K ||
-           type == ggml_type::Q6_K;
+           type == ggml_type::Q5_K || type == ggml_type::Q6_K;
 }
 
 size_t rows16_bytes(ggml_type type, int64_t n_rows, int64_t n_cols) {

@@ -1,5 +1,5 @@
 // AVX2 kernels of the rows16 layout (rows16.h): Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations and
-// Q4_K, Q6_K x Q8_K, eight weight rows per ymm (a record's 16 rows as two halves, row r in 32-bit lane r % 8).
+// Q4_K, Q5_K, Q6_K x Q8_K, eight weight rows per ymm (a record's 16 rows as two halves, row r in 32-bit lane r % 8).
 //
 // AVX2 has no vpdpbusd: a block's integer dot product is vpmaddubsw (u8 x s8, adjacent pairs summed
 // into int16, saturating) then vpmaddwd into int32 lanes. Neither ever saturates here (|x| <= 127,
@@ -10,7 +10,8 @@
 //         groups (16 elements) add up in int16 before one widening; the offset is removed by the
 //         per-token correction, as the AVX-512 kernel does.
 //   Q4_K (nibbles, at most 15): a sub-block's eight groups add up in int16 (at most 30720) and one
-//         vpmaddwd by the row's scale (in both halves of its lane) widens and scales them.
+//         vpmaddwd by the row's scale (in both halves of its lane) widens and scales them; Q5_K (at
+//         most 31) widens every four groups (at most 31744).
 // The results are the exact integers of rows16.h, so every output equals matmul_rows16_ref bit for bit
 // (tests/test_quant.py), the same as the AVX-512 kernel's. One token takes the same path as many and
 // a lane never depends on its neighbours (batch invariance). Compiled with -mavx2 -mfma -mf16c -mbmi2.
@@ -146,9 +147,10 @@ struct kernel_nibbles {
 };
 
 // Q4_K x Q8_K. Record: d[16] | dmin[16] | sc[8][16] | m[4][32] | q[4][8][64] (rows16.h).
-struct kernel_q4_k {
+template <bool FIFTH_BIT>
+struct kernel_q4_5_k {
     static constexpr int block_elems = QK_K;
-    static constexpr size_t record_bytes = kRows16Q4kRecord;
+    static constexpr size_t record_bytes = FIFTH_BIT ? kRows16Q5kRecord : kRows16Q4kRecord;
     static constexpr int max_tile = 4;
     using prep = rows16_prep_q4_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
@@ -166,19 +168,30 @@ struct kernel_q4_k {
             isum[t] = _mm256_setzero_si256();
         }
         for (int s = 0; s < 8; ++s) {
-            // sub-block s: chunk s / 2, low nibbles when s is even
+            // sub-block s: chunk s / 2, low nibbles when s is even. The row's scale in both int16 halves
+            // of its lane widens the int16 sums: all eight groups at once for nibbles, four at a time
+            // for 5-bit values (2 x 31 x 128 per vpmaddubsw pair).
+            const __m256i sc32 =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s + kHalf * h)));
+            const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
             __m256i s16[NT];
             for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
             for (int j = 0; j < 8; ++j) {
                 const __m256i q = load32(rec + 320 + 64 * (8 * (s / 2) + j) + 32 * h);
-                const __m256i w = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(q, 4) : q, lo4);
+                __m256i w = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(q, 4) : q, lo4);
+                if constexpr (FIFTH_BIT) {
+                    uint64_t m;
+                    std::memcpy(&m, rec + kRows16Q4kRecord + 8 * (8 * s + j), 8);
+                    w = _mm256_add_epi8(w, _mm256_and_si256(expand_bits32(uint32_t(m >> (32 * h))), _mm256_set1_epi8(16)));
+                }
                 for (int t = 0; t < NT; ++t)
                     s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j)));
+                if (FIFTH_BIT && j == 3)
+                    for (int t = 0; t < NT; ++t) {
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                        s16[t] = _mm256_setzero_si256();
+                    }
             }
-            // the row's scale in both int16 halves of its lane
-            const __m256i sc32 =
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s + kHalf * h)));
-            const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
             for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
         }
         const __m256 dw = load_halfs(rec + 2 * kHalf * h), dmin = load_halfs(rec + 32 + 2 * kHalf * h);
@@ -305,7 +318,8 @@ gemm_fn gemm_kernel_rows16_avx2(ggml_type w_type) {
         case ggml_type::Q8_0: return gemm_rows16<kernel_q8_0>;
         case ggml_type::Q4_0: return gemm_rows16<kernel_nibbles<block_q4_0>>;
         case ggml_type::Q5_0: return gemm_rows16<kernel_nibbles<block_q5_0>>;
-        case ggml_type::Q4_K: return gemm_rows16<kernel_q4_k>;
+        case ggml_type::Q4_K: return gemm_rows16<kernel_q4_5_k<false>>;
+        case ggml_type::Q5_K: return gemm_rows16<kernel_q4_5_k<true>>;
         case ggml_type::Q6_K: return gemm_rows16<kernel_q6_k>;
         default: return nullptr;
     }

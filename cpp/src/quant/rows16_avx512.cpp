@@ -1,5 +1,5 @@
 // AVX-512 VNNI kernels of the rows16 layout (rows16.h): Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations
-// and Q4_K, Q6_K x Q8_K (below),
+// and Q4_K, Q5_K, Q6_K x Q8_K (below),
 // sixteen weight rows per zmm (row r in 32-bit lane r).
 //
 // Per block and token: p = corr, then for j = 0..7 p = vpdpbusd(p, w_j, x[4j..4j+3] broadcast), which
@@ -123,12 +123,14 @@ struct kernel_legacy {
     }
 };
 
-// Q4_K x Q8_K. Per block and token: for each sub-block s, p_s = sum over j of vpdpbusd(0, w_j,
-// x[32s + 4j..] broadcast) (nibbles are unsigned: no offset), isum += sc_s * p_s (vpmulld: exact);
+// Q4_K / Q5_K x Q8_K. Per block and token: for each sub-block s, p_s = sum over j of vpdpbusd(0, w_j,
+// x[32s + 4j..] broadcast) (q is unsigned: no offset), isum += sc_s * p_s (vpmulld: exact);
 // msum = sum_s m_s * bsum_s by vpdpwssd on (m_2i, m_2i+1) pairs; then the two fmas of rows16.h.
-struct kernel_q4_k {
+// Q5_K (FIFTH_BIT) adds 16 to the nibbles its masks mark.
+template <bool FIFTH_BIT>
+struct kernel_q4_5_k {
     static constexpr int block_elems = QK_K;
-    static constexpr size_t record_bytes = kRows16Q4kRecord;
+    static constexpr size_t record_bytes = FIFTH_BIT ? kRows16Q5kRecord : kRows16Q4kRecord;
     static constexpr int max_tile = 8;  // a 5-row verification in one tile: 4 + 1 unpacked every record twice
 
     using prep = rows16_prep_q4_k;
@@ -148,6 +150,11 @@ struct kernel_q4_k {
             for (int j = 0; j < 8; ++j) {
                 const __m512i q = _mm512_loadu_si512(rec + 320 + 64 * (8 * (s / 2) + j));
                 w[j] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(q, 4) : q, lo4);
+                if constexpr (FIFTH_BIT) {
+                    uint64_t m;
+                    std::memcpy(&m, rec + kRows16Q4kRecord + 8 * (8 * s + j), 8);
+                    w[j] = _mm512_mask_add_epi8(w[j], __mmask64(m), w[j], _mm512_set1_epi8(16));
+                }
             }
             const __m512i sc =
                 _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s)));
@@ -263,7 +270,8 @@ gemm_fn gemm_kernel_rows16_avx512(ggml_type w_type) {
         case ggml_type::Q8_0: return gemm_rows16<kernel_legacy<block_q8_0>>;
         case ggml_type::Q4_0: return gemm_rows16<kernel_legacy<block_q4_0>>;
         case ggml_type::Q5_0: return gemm_rows16<kernel_legacy<block_q5_0>>;
-        case ggml_type::Q4_K: return gemm_rows16<kernel_q4_k>;
+        case ggml_type::Q4_K: return gemm_rows16<kernel_q4_5_k<false>>;
+        case ggml_type::Q5_K: return gemm_rows16<kernel_q4_5_k<true>>;
         case ggml_type::Q6_K: return gemm_rows16<kernel_q6_k>;
         default: return nullptr;
     }
