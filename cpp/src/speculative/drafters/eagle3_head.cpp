@@ -50,7 +50,11 @@ std::vector<int32_t> read_d2t(const gguf_file& f, int64_t n_rows) {
 std::shared_ptr<const eagle3_head> load_eagle3_head(const std::string& path, const model& target) {
     auto loaded = std::make_shared<eagle3_head>();
     eagle3_head& h = *loaded;
-    h.file = std::make_shared<gguf_file>(path);
+    try {
+        h.file = std::make_shared<gguf_file>(path);
+    } catch (const model_load_error& e) {  // name the knob: the message alone reads like the target's
+        throw model_load_error(std::string("draft_head: ") + e.what());
+    }
     const gguf_file& f = *h.file;
     const std::string arch = f.get_string("general.architecture", "");
     if (arch != kArch)
