@@ -332,8 +332,9 @@ void generator_params::validate() const {
         expect.set_draft(draft_type, draft_model);
         require(expect.draft == draft, "draft ('" + draft + "') disagrees with draft_kind " + draft_kind_name(draft_type));
     }
-    require(draft_head.empty() || (draft.empty() && !ssd && !nanospec && frspec == 0),
-            "draft_head drafts with an EAGLE-3 head: leave draft_kind none and ssd, nanospec and frspec off (got draft '" +
+    // With draft_head, nanospec drafts over the head's in-context ids (speculative/eagle3.h).
+    require(draft_head.empty() || (draft.empty() && !ssd && frspec == 0),
+            "draft_head drafts with an EAGLE-3 head: leave draft_kind none and ssd and frspec off (got draft '" +
                 std::string(draft.empty() ? "none" : draft) + "')");
     const bool automatic = draft == "auto";
     require(!automatic || (!ssd && frspec == 0),
@@ -346,8 +347,8 @@ void generator_params::validate() const {
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
-    require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()),
-            "nanospec/frspec choose a draft LM head: they need draft_kind self or model (got '" +
+    require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()) || (nanospec && !draft_head.empty()),
+            "nanospec/frspec choose a draft LM head: they need draft_kind self or model, or (nanospec) a draft_head (got '" +
                 std::string(draft.empty() ? "none" : draft) + "')");
 }
 
