@@ -424,15 +424,15 @@ def test_cli_draft_head_flag(files, cli):
 
 def test_c_api_draft_head(files, plain, tmp_path):
     """tests/c/eagle3.c: specgen_generator_params.draft_head drafts (some drafts accepted) and greedy output is
-    plain decoding's, in C and against the SDK; a missing head file, a target given as head and a head next to
-    another drafter are refused with their status and a message naming the head."""
+    plain decoding's, in C and against the SDK, also as auto's candidate; a missing head file, a target given
+    as head and a head next to another drafter are refused with their status and a message naming the head."""
     import c_programs
 
     exe = c_programs.build("eagle3.c", tmp_path / "eagle3")
     n_tokens = 32
+    env = dict(c_programs.loader_env(), SPECGEN_CALIBRATION=str(tmp_path / "calibration.json"))
     r = subprocess.run([exe, files["target"], files["reduced"], str(files["dir"] / "no-head.gguf"), PROMPTS[0],
-                        str(n_tokens)], capture_output=True, text=True, env=c_programs.loader_env(), timeout=120,
-                       errors="replace")
+                        str(n_tokens)], capture_output=True, text=True, env=env, timeout=120, errors="replace")
     assert r.returncode == 0 and "ALL CHECKS PASSED" in r.stderr, f"exit {r.returncode}\n{r.stderr}"
     want = plain.generate(PROMPTS[0], max_tokens=n_tokens, temperature=0, ignore_eos=True)
     assert r.stdout == want.text

@@ -1,6 +1,7 @@
 /* An EAGLE-3 draft head through the C API: greedy generation with specgen_generator_params.draft_head
  * gives plain decoding's text (and the head's drafts are verified: some accepted), and the errors of a
- * missing head file, a GGUF that is not a head, and a head next to another drafter. Prints the drafted
+ * missing head file, a GGUF that is not a head, and a head next to another drafter; with draft_kind AUTO
+ * the head is one more candidate and the text stays plain decoding's. Prints the drafted
  * text on stdout (tests/test_eagle3.py compares it with the Python SDK's); exit 0 when every check passed.
  * usage: eagle3 TARGET HEAD MISSING_PATH PROMPT N_TOKENS */
 #include <stdio.h>
@@ -101,6 +102,15 @@ int main(int argc, char ** argv) {
     CHECK(specgen_last_status() == SPECGEN_STATUS_INVALID_ARGUMENT, "target as head: status %s",
           specgen_status_name(specgen_last_status()));
     CHECK(strstr(specgen_last_error(), "expected 'eagle3'") != NULL, "target as head message: %s", specgen_last_error());
+
+    /* auto takes the head as one more candidate: still plain decoding's text. */
+    gp.draft_head = head;
+    gp.draft_kind = SPECGEN_DRAFT_KIND_AUTO;
+    static text_buf by_auto;
+    if (generate(target, &gp, prompt, n_tokens, &by_auto, &st) != 0) return 1;
+    CHECK(strcmp(by_auto.text, plain.text) == 0, "auto text differs from plain\n  auto:  '%s'\n  plain: '%s'",
+          by_auto.text, plain.text);
+    CHECK(st.auto_method >= 0 && st.auto_method <= 4, "auto_method %lld", (long long) st.auto_method);
 
     /* A head next to another drafter. */
     gp.draft_head = head;

@@ -92,6 +92,7 @@ void eagle3_speculator::write_rows(int end, bool with_logits) {
     prefix_->rows = n_rows_;
 }
 
+int eagle3_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
 int eagle3_speculator::n_ids() const { return vocab_ ? vocab_->size() : head_->n_draft_vocab(); }
 const int32_t* eagle3_speculator::ids() const { return vocab_ ? vocab_->ids() : head_->d2t.data(); }
 

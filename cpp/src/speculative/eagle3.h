@@ -48,6 +48,8 @@ public:
 
     // Head rows already written: positions [0, rows) hold context rows of the current history.
     int context_rows() const { return n_rows_; }
+    // |S| of its NanoSpec set (0: it drafts over its whole draft vocabulary; auto's cost model reads it).
+    int vocab_size() const;
 
 private:
     class prefix;
