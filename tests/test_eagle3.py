@@ -2,7 +2,9 @@
 target and tiny random heads written here with gguf.GGUFWriter under llama.cpp's key and tensor names; the
 captured target features, fc and the head's decoder layer against a PyTorch reference of the same forward;
 greedy speculative output == plain output (alone, with prefix reuse, and with n_parallel = 2); the sampled
-output's distribution at T=1 (chi-square); and the errors for heads that do not fit the target."""
+output's distribution at T=1 (chi-square); and the errors for heads that do not fit the target. With NanoSpec
+(nanospec=True): S holds only target ids the head has rows for (d2t), its logits are the head's rows of S,
+greedy output == plain output alone and batched, and the chi-square at T=1."""
 from __future__ import annotations
 
 import subprocess
@@ -251,6 +253,27 @@ def test_head_forward_matches_pytorch(files, plain, variant):
     assert err_h < 1e-4 and err_l < 1e-4, (err_h, err_l)
 
 
+@pytest.mark.parametrize("variant", ["reduced", "shared"])
+def test_nanospec_set_and_logits_over_the_heads_rows(files, plain, variant):
+    """NanoSpec's S over the head: of the target ids offered, only those in d2t join (in order, once), and the
+    logits over S are the full draft-vocabulary logits at those ids' rows, bit for bit."""
+    head = _testing.Eagle3Head(plain._core, files[variant])
+    ids = np.array(plain.tokenize(PROMPTS[2]), dtype=np.int32)
+    g = head.fuse(head.target_features(ids))
+    rows, g_rows = ids[1:].copy(), np.ascontiguousarray(g[:-1])
+    _, logits = head.forward(rows, g_rows, 0)
+    d2t = head.d2t
+    offered = np.random.default_rng(5).integers(0, plain.n_vocab, 120).astype(np.int32)
+    offered = np.concatenate([offered, offered[:10], np.array(FAVOURITES, np.int32)])
+    s_ids, s_logits = head.subset_logits(offered)
+    want = list(dict.fromkeys(int(i) for i in offered if int(i) in set(d2t)))
+    assert s_ids == want
+    if variant == "reduced":
+        assert len(want) < len(set(offered.tolist()))  # some offered ids have no row in the head
+    assert s_logits.shape == (len(rows), len(want))
+    assert np.array_equal(s_logits, logits[:, [d2t.index(i) for i in want]])
+
+
 # --- losslessness -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", ["reduced", "shared"])
 def test_greedy_output_is_plain_output(files, plain, variant):
@@ -277,12 +300,65 @@ def test_greedy_batched_output_is_plain_output(files, plain):
 
 
 @pytest.mark.parametrize("variant", ["reduced", "shared"])
-def test_sampled_pairs_follow_the_target_distribution(files, plain, variant):
+def test_nanospec_greedy_output_is_plain_output(files, plain, variant):
+    # draft_p_min 0: the automatic 0.5 of a NanoSpec head would stop most of these random heads' drafts.
+    with specgen.Generator(files["target"], n_ctx=256, n_threads=1, draft_head=files[variant], draft_max=4,
+                           nanospec=True, draft_p_min=0) as g:
+        drafted = accepted = 0
+        # The second prompt extends the first: the slot's cached prefix is reused with the head's rows and S's seed.
+        for prompt in [PROMPTS[0], PROMPTS[0] + " sea", PROMPTS[1]]:
+            want = plain.generate(prompt, max_tokens=40, temperature=0, ignore_eos=True)
+            got = g.generate(prompt, max_tokens=40, temperature=0, ignore_eos=True)
+            assert got.tokens == want.tokens, prompt
+            assert 0 < got.stats.vocab_set_size <= len(_testing.Eagle3Head(plain._core, files[variant]).d2t)
+            assert got.stats.n_prompt_tokens_cached > 0 or prompt != PROMPTS[0] + " sea"
+            drafted += got.stats.n_drafted
+            accepted += got.stats.n_accepted
+        assert 0 < accepted < drafted
+    # The automatic draft_p_min stays lossless too.
+    with specgen.Generator(files["target"], n_ctx=256, n_threads=1, draft_head=files[variant], nanospec=True) as g:
+        want = plain.generate(PROMPTS[2], max_tokens=24, temperature=0, ignore_eos=True)
+        assert g.generate(PROMPTS[2], max_tokens=24, temperature=0, ignore_eos=True).tokens == want.tokens
+
+
+def test_nanospec_greedy_batched_output_is_plain_output(files, plain):
+    # batch_draft_policy off: the step cost model would not draft three sequences with these heads' acceptance.
+    with specgen.Generator(files["target"], n_ctx=256, n_threads=1, draft_head=files["reduced"], draft_max=4,
+                           nanospec=True, draft_p_min=0, n_parallel=3, batch_draft_policy=False) as g:
+        got = g.generate(PROMPTS, max_tokens=32, temperature=0, ignore_eos=True)
+        for prompt, r in zip(PROMPTS, got):
+            assert r.tokens == plain.generate(prompt, max_tokens=32, temperature=0, ignore_eos=True).tokens, prompt
+            assert r.stats.n_drafted > 0 and r.stats.vocab_set_size > 0
+        assert sum(r.stats.n_accepted for r in got) > 0
+
+
+@pytest.mark.parametrize("variant", ["reduced", "shared"])
+def test_nanospec_seed_keeps_the_heads_ids(files, plain, variant):
+    """After the prompt and one round, S is NanoSpec's seed (the prompt ids, the target's top-16 at every prompt
+    row and the pending row, the emitted token) less the ids outside d2t: the head proposes none of those."""
+    prompt = PROMPTS[1]
+    ids = plain.tokenize(prompt)
+    logits = plain.logits(ids)
+    seed = set(ids) | {int(i) for row in logits for i in np.argsort(-row, kind="stable")[:16]}
+    d2t = set(_testing.Eagle3Head(plain._core, files[variant]).d2t)
+    with specgen.Generator(files["target"], n_ctx=64, n_threads=1, draft_head=files[variant], nanospec=True) as g:
+        r = g.generate(prompt, max_tokens=1, temperature=0, ignore_eos=True)
+    seed.add(r.tokens[0])
+    assert r.stats.vocab_set_size == len(seed & d2t)
+    if variant == "reduced":
+        assert len(seed & d2t) < len(seed)
+
+
+@pytest.mark.parametrize("nanospec", [False, True])
+@pytest.mark.parametrize("variant", ["reduced", "shared"])
+def test_sampled_pairs_follow_the_target_distribution(files, plain, variant, nanospec):
     """The first two tokens at T=1 (one drafted token verified, then the correction or bonus) against
-    the exact joint distribution of plain decoding (chi-square, pooled to expected counts >= 5)."""
+    the exact joint distribution of plain decoding (chi-square, pooled to expected counts >= 5); with
+    NanoSpec, q is the head's softmax over S and zero elsewhere."""
     prompt, top_k, n = PROMPTS[0], 5, 600
     pairs, accepted, drafted = [], 0, 0
-    with specgen.Generator(files["target"], n_ctx=64, n_threads=1, draft_head=files[variant], draft_max=4) as g:
+    extra = dict(nanospec=True, draft_p_min=0) if nanospec else {}
+    with specgen.Generator(files["target"], n_ctx=64, n_threads=1, draft_head=files[variant], draft_max=4, **extra) as g:
         for seed in range(n):
             r = g.generate(prompt, max_tokens=2, temperature=1.0, top_k=top_k, top_p=1.0, min_p=0.0, seed=seed,
                            ignore_eos=True)
@@ -291,7 +367,7 @@ def test_sampled_pairs_follow_the_target_distribution(files, plain, variant):
             accepted += r.stats.n_accepted
             drafted += r.stats.n_drafted
     p = goodness_of_fit(pairs, *joint_two_tokens(plain, prompt, top_k))
-    print(f"{variant}: chi-square p = {p:.3f}, acceptance {accepted}/{drafted}")
+    print(f"{variant}{' nanospec' if nanospec else ''}: chi-square p = {p:.3f}, acceptance {accepted}/{drafted}")
     # Both verdicts happen: the test covers accepted drafts and the residual's corrections.
     assert 0 < accepted < drafted
     assert p > 1e-3
@@ -324,7 +400,7 @@ def test_draft_head_excludes_other_drafters(files):
     with pytest.raises(InvalidParameterError, match="draft_head drafts with an EAGLE-3 head"):
         specgen.Generator(files["target"], n_ctx=64, n_threads=1, draft_head=files["reduced"], draft="ngram")
     with pytest.raises(InvalidParameterError, match="draft_head drafts with an EAGLE-3 head"):
-        specgen.Generator(files["target"], n_ctx=64, n_threads=1, draft_head=files["reduced"], nanospec=True)
+        specgen.Generator(files["target"], n_ctx=64, n_threads=1, draft_head=files["reduced"], ssd=True)
 
 
 def test_cli_draft_head_flag(files, cli):
@@ -337,9 +413,29 @@ def test_cli_draft_head_flag(files, cli):
     llama_spelling = subprocess.run(base + ["--spec-type", "draft-eagle3", "-md", files["reduced"]], capture_output=True,
                                     text=True, timeout=120)
     assert llama_spelling.returncode == 0 and llama_spelling.stdout == plain_run.stdout, llama_spelling.stderr
+    nano = subprocess.run(base + ["--draft-head", files["reduced"], "--nanospec", "--draft-p-min", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert nano.returncode == 0 and nano.stdout == plain_run.stdout, nano.stderr
+    assert "nanospec" in nano.stderr
     missing = subprocess.run(base + ["--draft-head", str(files["dir"] / "none.gguf")], capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode != 0 and "draft head file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_c_api_draft_head(files, plain, tmp_path):
+    """tests/c/eagle3.c: specgen_generator_params.draft_head drafts (some drafts accepted) and greedy output is
+    plain decoding's, in C and against the SDK, also as auto's candidate; a missing head file, a target given
+    as head and a head next to another drafter are refused with their status and a message naming the head."""
+    import c_programs
+
+    exe = c_programs.build("eagle3.c", tmp_path / "eagle3")
+    n_tokens = 32
+    env = dict(c_programs.loader_env(), SPECGEN_CALIBRATION=str(tmp_path / "calibration.json"))
+    r = subprocess.run([exe, files["target"], files["reduced"], str(files["dir"] / "no-head.gguf"), PROMPTS[0],
+                        str(n_tokens)], capture_output=True, text=True, env=env, timeout=120, errors="replace")
+    assert r.returncode == 0 and "ALL CHECKS PASSED" in r.stderr, f"exit {r.returncode}\n{r.stderr}"
+    want = plain.generate(PROMPTS[0], max_tokens=n_tokens, temperature=0, ignore_eos=True)
+    assert r.stdout == want.text
 
 
 def test_serve_draft_head_flag_replaces_the_default_drafter():

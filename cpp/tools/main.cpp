@@ -76,10 +76,12 @@ std::string read_prompt_file(const std::string& path) {
 
 std::string describe_speculation(const generator_params& g) {
     if (g.draft.empty() && g.draft_head.empty()) return "none (plain decoding)";
-    std::string s = !g.draft_head.empty()                ? "EAGLE-3 head " + g.draft_head
+    const bool automatic = g.draft_type == draft_kind::automatic;
+    std::string s = !g.draft_head.empty() && !automatic ? "EAGLE-3 head " + g.draft_head
                     : g.draft_type == draft_kind::model ? "draft model " + g.draft_model
                                                          : draft_kind_name(g.draft_type);
-    if (g.draft_type == draft_kind::automatic && !g.draft_model.empty()) s += " (with draft model " + g.draft_model + ")";
+    if (automatic && !g.draft_model.empty()) s += " (with draft model " + g.draft_model + ")";
+    if (automatic && !g.draft_head.empty()) s += " (with EAGLE-3 head " + g.draft_head + ")";
     s += ", verify " + std::string(g.verify == verify_mode::block ? "block" : "token");
     s += ", draft_max " + std::to_string(g.draft_max) + ", draft_min " + std::to_string(g.draft_min);
     if (g.draft_type == draft_kind::self) s += ", self_layers " + std::to_string(g.self_layers);

@@ -168,8 +168,9 @@ class Generator:
 
     EAGLE-3 (``draft_head="head.gguf"``, llama.cpp's eagle3 layout): a one-layer draft head reads the
     target's hidden states at three layers and drafts over its own reduced vocabulary (mapped to target
-    ids); lossless, with ``draft_kind`` left at none and no ssd / nanospec / frspec (docs/DESIGN.md
-    section 4.1).
+    ids); lossless, with ``draft_kind`` left at none and no ssd / frspec (docs/DESIGN.md section 4.1).
+    ``nanospec=True`` with it drafts over the in-context ids the head has rows for. With ``draft="auto"``
+    the head is one more candidate (docs/ALGORITHMS.md section 8.4).
 
     ``device`` is "cpu", "cuda" or "cuda:N": on CUDA the weights, KV caches and activations live in
     device memory and sampling/verification run on the host on downloaded logits. A build without

@@ -7,12 +7,14 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <memory>
 #include <tuple>
 
 #include "common/error.h"
 #include "engine/generator.h"
 #include "model/model.h"
+#include "speculative/draft_vocab.h"
 #include "speculative/drafters/eagle3_head.h"
 #include "testing_bindings.h"
 
@@ -43,6 +45,7 @@ struct py_eagle3 {
     evaluator target_eval;
     eagle3_evaluator eval;
     kv_cache cache;
+    int last_n = 0;  // rows of the last forward()
 };
 
 }  // namespace
@@ -86,13 +89,34 @@ void bind_eagle3(nb::module_& m) {
                 const size_t E = size_t(h.head->hp.n_embd), V = size_t(h.head->n_draft_vocab());
                 if (g.shape(0) != size_t(n) || g.shape(1) != E) throw invalid_argument_error("forward: g must be [n, H]");
                 h.eval.forward(h.cache, tokens.data(), g.data(), n, pos0);
+                h.last_n = n;
                 std::vector<float> pre(h.eval.prenorm(), h.eval.prenorm() + size_t(n) * E), logits(size_t(n) * V);
                 for (int i = 0; i < n; ++i) h.eval.logits(i, logits.data() + size_t(i) * V);
                 return std::make_tuple(owned(std::move(pre), size_t(n), E), owned(std::move(logits), size_t(n), V));
             },
             nb::arg("tokens"), nb::arg("g"), nb::arg("pos0"),
             "The decoder layer over rows (tokens[i], g[i]) at positions pos0 + i of the head's KV cache: "
-            "(pre-norm outputs [n, H], logits over the draft vocabulary [n, n_draft_vocab]).");
+            "(pre-norm outputs [n, H], logits over the draft vocabulary [n, n_draft_vocab]).")
+        .def(
+            "subset_logits",
+            [](py_eagle3& h, ids_1d ids) {
+                // NanoSpec's S over the head (speculative/eagle3.h): target ids offered in order, those
+                // with a row in the head kept; its logits over the rows of S only.
+                const int64_t n_ids = int64_t(ids.shape(0));
+                draft_vocab S(draft_vocab::kind::nanospec, h.head->output, int32_t(std::max<int64_t>(1, n_ids)), 0.0f, 1,
+                              h.head->d2t);
+                S.set_target_vocab(h.m.hp().n_vocab);
+                S.add(ids.data(), n_ids);
+                const size_t n_s = size_t(S.size());
+                std::vector<float> logits(size_t(h.last_n) * n_s);
+                if (n_s > 0)
+                    for (int i = 0; i < h.last_n; ++i) h.eval.logits(i, S.head(), logits.data() + size_t(i) * n_s);
+                return std::make_tuple(std::vector<int32_t>(S.ids(), S.ids() + n_s),
+                                       owned(std::move(logits), size_t(h.last_n), n_s));
+            },
+            nb::arg("ids"),
+            "NanoSpec's S over the head from target ids (those it has rows for, in order) and the logits of the "
+            "last forward()'s rows over S only: (S ids, [n, |S|]).");
 }
 
 }  // namespace specgen::testing

@@ -3,9 +3,9 @@
  * A `specgen_generator` is a loaded GGUF target model plus its (optional) speculative drafter. It
  * tokenizes, detokenizes and generates; a generation streams its text through a callback and
  * reports statistics. Speculative decoding (a draft model, the target's own first layers, n-gram
- * prompt lookup; token-wise or block verification; NanoSpec; SSD) is chosen when the generator is
- * loaded and never changes the output distribution: greedy decoding gives the same tokens with or
- * without it.
+ * prompt lookup, an EAGLE-3 draft head; token-wise or block verification; NanoSpec; SSD) is chosen
+ * when the generator is loaded and never changes the output distribution: greedy decoding gives the
+ * same tokens with or without it.
  *
  *     specgen_generator_params gp = specgen_generator_default_params();
  *     gp.draft_kind = SPECGEN_DRAFT_KIND_NGRAM;
@@ -101,7 +101,7 @@ typedef enum specgen_draft_kind {
     SPECGEN_DRAFT_KIND_MODEL = 1, /* a separate draft GGUF (draft_path) with the target's vocabulary */
     SPECGEN_DRAFT_KIND_SELF = 2,  /* the target's own first self_layers layers (early exit) */
     SPECGEN_DRAFT_KIND_NGRAM = 3, /* prompt lookup: suffix matching over the token history */
-    SPECGEN_DRAFT_KIND_AUTO = 4,  /* picks none / ngram / self+NanoSpec and gamma per round (cost model) */
+    SPECGEN_DRAFT_KIND_AUTO = 4,  /* picks none / ngram / self+NanoSpec [/ draft model / draft head] and gamma per round (cost model) */
 } specgen_draft_kind;
 
 typedef enum specgen_verify {
@@ -153,6 +153,10 @@ typedef struct specgen_generator_params {
     specgen_kv_type type_k;        /* KV cache key type (llama.cpp -ctk); default SPECGEN_KV_TYPE_F32 */
     specgen_kv_type type_v;        /* KV cache value type (llama.cpp -ctv); default SPECGEN_KV_TYPE_F32 */
     bool batch_draft_policy;       /* with 2+ sequences per step, draft lengths from the step cost model; default true */
+    /* Added with EAGLE-3 draft heads: */
+    const char * draft_head;       /* an EAGLE-3 draft head GGUF (llama.cpp's eagle3 layout) drafting from the
+                                      target's hidden states, with draft_kind NONE, or AUTO (one more
+                                      candidate); NULL or "" (default): none */
 } specgen_generator_params;
 
 /* The defaults listed above. */
@@ -162,8 +166,10 @@ SPECGEN_API specgen_generator_params specgen_generator_default_params(void);
  * generator. `params` may be NULL for the defaults.
  * Returns a new generator, owned by the caller and released with specgen_generator_free(); or NULL
  * with specgen_last_error() set: an invalid parameter or NULL path (invalid argument), a missing,
- * corrupt or unsupported file or a draft model with another vocabulary (model load), a speculative
- * option this build does not provide (not implemented). Nothing is left allocated on failure. */
+ * corrupt or unsupported file or a draft model with another vocabulary (model load; a draft head's
+ * message starts with "draft_head"), an EAGLE-3 head that does not fit the target (invalid argument),
+ * a speculative option this build does not provide (not implemented). Nothing is left allocated on
+ * failure. */
 SPECGEN_API specgen_generator * specgen_generator_init(const char * model_path,
                                                        const specgen_generator_params * params);
 
@@ -272,7 +278,7 @@ typedef struct specgen_stats {
     int64_t vocab_set_size;            /* NanoSpec / FR-Spec: |S| at the end */
     double draft_head_seconds;         /* time in the drafter's LM head (part of draft_seconds) */
     double nanospec_prefill_seconds;   /* NanoSpec: the prefill's full head pass (part of prefill_seconds) */
-    int64_t auto_method;               /* draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model) */
+    int64_t auto_method;               /* draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model, 4 draft head) */
     double auto_predicted_tokens_per_second; /* draft auto: the cost model's predicted decode tokens/s */
     int64_t auto_n_switches;           /* draft auto: rounds whose method differs from the previous round's */
     int64_t n_draft_forwards;          /* draft model: draft forwards that ran this request's rows */

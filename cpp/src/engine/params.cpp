@@ -332,22 +332,25 @@ void generator_params::validate() const {
         expect.set_draft(draft_type, draft_model);
         require(expect.draft == draft, "draft ('" + draft + "') disagrees with draft_kind " + draft_kind_name(draft_type));
     }
-    require(draft_head.empty() || (draft.empty() && !ssd && !nanospec && frspec == 0),
-            "draft_head drafts with an EAGLE-3 head: leave draft_kind none and ssd, nanospec and frspec off (got draft '" +
-                std::string(draft.empty() ? "none" : draft) + "')");
     const bool automatic = draft == "auto";
+    // With draft_head, nanospec drafts over the head's in-context ids (speculative/eagle3.h); auto takes the
+    // head as one more candidate (docs/ALGORITHMS.md section 8.4).
+    require(draft_head.empty() || ((draft.empty() || automatic) && !ssd && frspec == 0),
+            "draft_head drafts with an EAGLE-3 head: leave draft_kind none (or auto) and ssd and frspec off (got draft '" +
+                std::string(draft.empty() ? "none" : draft) + "')");
     require(!automatic || (!ssd && frspec == 0),
             "draft_kind auto chooses the drafter and its head itself: leave ssd and frspec off");
-    // With auto, nanospec chooses the draft model candidate's head (the self candidate always has NanoSpec).
-    require(!automatic || !nanospec || !draft_model.empty(),
-            "draft_kind auto chooses the drafter and its head itself: nanospec only selects a draft model's head "
-            "(give draft_model), leave it off otherwise");
+    // With auto, nanospec chooses the draft model's and the EAGLE-3 head's candidates' heads (the self
+    // candidate always has NanoSpec).
+    require(!automatic || !nanospec || !draft_model.empty() || !draft_head.empty(),
+            "draft_kind auto chooses the drafter and its head itself: nanospec only selects a draft model's or a "
+            "draft_head's head (give draft_model or draft_head), leave it off otherwise");
     const bool neural = !draft.empty() && draft != "ngram" && !automatic;
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
-    require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()),
-            "nanospec/frspec choose a draft LM head: they need draft_kind self or model (got '" +
+    require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()) || (nanospec && !draft_head.empty()),
+            "nanospec/frspec choose a draft LM head: they need draft_kind self or model, or (nanospec) a draft_head (got '" +
                 std::string(draft.empty() ? "none" : draft) + "')");
 }
 

@@ -56,7 +56,8 @@ struct generator_params {
     std::string draft_model;      // the draft GGUF when draft_type == model (or auto's draft model candidate)
     std::string draft;
     // An EAGLE-3 draft head GGUF (llama.cpp's eagle3 layout, speculative/eagle3.h): drafts from the
-    // target's hidden states; excludes draft_kind (none), ssd, nanospec and frspec.
+    // target's hidden states; excludes ssd, frspec and draft_kind other than none or auto (auto: one more
+    // candidate); nanospec drafts over the head's in-context ids.
     std::string draft_head;
     verify_mode verify = verify_mode::block;
     int32_t draft_max = 8;        // gamma: most tokens drafted per round

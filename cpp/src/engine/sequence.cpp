@@ -110,6 +110,21 @@ const float* sequence::features_at(int row) const {
     return f + size_t(row) * target_.eval.captured_layers().size() * size_t(target_.m.hp().n_embd);
 }
 
+const float* sequence::round_features() {
+    const int reused = std::min<int>(proposal_.n_forwarded, gamma_ + 1);
+    if (reused == 0) return features_at(row0_);
+    // Hand-over rows bring their features from the drafter (host memory only, as the hand-over itself).
+    const size_t width = target_.eval.captured_layers().size() * size_t(target_.m.hp().n_embd);
+    if (width == 0 || !target_.be.host_memory() || proposal_.features.size() < size_t(reused) * width) return nullptr;
+    features_.assign(proposal_.features.begin(), proposal_.features.begin() + ptrdiff_t(size_t(reused) * width));
+    if (reused < gamma_ + 1) {
+        const float* rest = features_at(row0_);
+        if (!rest) return nullptr;
+        features_.insert(features_.end(), rest, rest + size_t(gamma_ + 1 - reused) * width);
+    }
+    return features_.data();
+}
+
 void sequence::gather_hidden(const float* batch_hidden, float* out) const {
     const int E = target_.m.hp().n_embd;
     const int reused = std::min<int>(proposal_.n_forwarded, gamma_ + 1);
@@ -171,9 +186,9 @@ void sequence::finish_round(const float* logits) {
 
     // Observe: the speculator learns the verdict (draft length, vocabulary, SSD's next round).
     if (slot_->spec)
-        // Captured features exist for rows this step forwarded: none when some were handed over.
+        // Captured features: of the rows this step forwarded, and of the hand-over rows when the drafter captured them.
         slot_->spec->observe(verify_outcome{proposal_.tokens.data(), gamma, vr.n_accepted, vr.next_token, logits, n_vocab,
-                                            proposal_.n_forwarded > 0 ? nullptr : features_at(row0_)},
+                                            round_features()},
                              step_, stats_);
 
     // Commit: the slot now holds pending and x_1..x_k; y becomes the new pending token.

@@ -95,6 +95,8 @@ private:
     int emit(int32_t token);
     // The captured target-layer inputs (evaluator::features) of batch row `row` of this step, or null.
     const float* features_at(int row) const;
+    // The captured inputs of the round's g+1 rows (hand-over rows' from the drafter, then the batch's), or null.
+    const float* round_features();
     void check_reused_rows(const float* logits);
 
     const loaded_target& target_;
@@ -118,6 +120,7 @@ private:
     std::vector<token_dist> p_;
     std::vector<int32_t> batch_;
     std::vector<float> check_logits_;
+    std::vector<float> features_;      // round_features()
     std::vector<verify_row_stats> row_stats_;
     logprob_recorder logprob_recorder_;
     std::vector<token_logprob> logprobs_;

@@ -42,7 +42,7 @@ namespace specgen {
     X(int64_t, vocab_set_size, vocab_set_size, "NanoSpec/FR-Spec: |S| at the end (0 without a reduced draft head)")           \
     X(double, draft_head_seconds, draft_head_seconds, "time in the drafter's LM head (part of draft_seconds)")                      \
     X(double, nanospec_prefill_seconds, nanospec_prefill_seconds, "NanoSpec: the seed head over the last prompt rows (part of prefill_seconds; under auto, of decode_seconds)")                                                                 \
-    X(int64_t, auto_method, auto_method, "draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model)")            \
+    X(int64_t, auto_method, auto_method, "draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model, 4 draft head)")            \
     X(double, auto_predicted_tokens_per_second, auto_predicted_tokens_per_second, "draft auto: the cost model's predicted decode tokens/s over the rounds (docs/ALGORITHMS.md section 8)") \
     X(int64_t, auto_n_switches, auto_n_switches, "draft auto: rounds whose method differs from the previous round's") \
     X(int64_t, n_draft_forwards, n_draft_forwards, "draft model: forward passes of the draft model that ran this request's rows") \

@@ -13,13 +13,27 @@
 
 namespace specgen {
 
-draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k)
+draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k,
+                         const std::vector<int32_t>& row_ids)
     : kind_(k), full_(head), n_vocab_(int32_t(head.n_rows)), capacity_(capacity), softcap_(final_softcap),
       top_k_(top_k), row_bytes_(head.row_bytes()) {
     if (capacity < 1) throw invalid_argument_error("nanospec capacity must be >= 1, got " + std::to_string(capacity));
+    if (!row_ids.empty()) {
+        if (int64_t(row_ids.size()) != head.n_rows)
+            throw invalid_argument_error("draft vocabulary: " + std::to_string(row_ids.size()) + " row ids for a head of " +
+                                         std::to_string(head.n_rows) + " rows");
+        n_vocab_ = 1 + *std::max_element(row_ids.begin(), row_ids.end());
+        row_of_.assign(size_t(n_vocab_), -1);
+        for (size_t r = 0; r < row_ids.size(); ++r) {
+            const int32_t id = row_ids[r];
+            if (id < 0 || row_of_[size_t(id)] >= 0)
+                throw invalid_argument_error("draft vocabulary: row id " + std::to_string(id) + " negative or repeated");
+            row_of_[size_t(id)] = int32_t(r);
+        }
+    }
     if (top_k < 1 || top_k > n_vocab_)
         throw invalid_argument_error("nanospec top-k must be in [1, n_vocab], got " + std::to_string(top_k));
-    if (capacity_ > n_vocab_) capacity_ = n_vocab_;
+    if (capacity_ > head.n_rows) capacity_ = int32_t(head.n_rows);
     ids_.reserve(size_t(capacity_));
     member_.assign(size_t(n_vocab_), 0);
     rows_.resize(size_t(capacity_) * row_bytes_);  // reserved once: head() never moves
@@ -35,9 +49,9 @@ bool draft_vocab::admits(const std::vector<uint8_t>& member, int32_t size, int32
     if (id < 0 || id >= std::max(n_vocab_, n_target_vocab_))
         throw invalid_argument_error("nanospec: token id " + std::to_string(id) + " out of range [0, " +
                                      std::to_string(std::max(n_vocab_, n_target_vocab_)) + ")");
-    // A draft with fewer ids than its target (model/vocab_compat.h) has no head row for the target's
-    // extra ids: it cannot propose them, so they stay out of S.
-    if (id >= n_vocab_) return false;
+    // A draft with fewer ids than its target (model/vocab_compat.h), or a head with a reduced vocabulary,
+    // has no head row for some of the target's ids: it cannot propose them, so they stay out of S.
+    if (id >= n_vocab_ || (!row_of_.empty() && row_of_[size_t(id)] < 0)) return false;
     return !member[size_t(id)] && size < capacity_;  // new, and S not full: first come, first kept
 }
 
@@ -53,7 +67,8 @@ void draft_vocab::reset() {
 int draft_vocab::add(int32_t id) {
     if (!admits(member_, size(), id)) return 0;
     // Gather: the head's row, bytes as stored (same quantized format, no requantization).
-    std::memcpy(rows_.data() + ids_.size() * row_bytes_, static_cast<const uint8_t*>(full_.data) + size_t(id) * row_bytes_, row_bytes_);
+    const size_t row = row_of_.empty() ? size_t(id) : size_t(row_of_[size_t(id)]);
+    std::memcpy(rows_.data() + ids_.size() * row_bytes_, static_cast<const uint8_t*>(full_.data) + row * row_bytes_, row_bytes_);
     if (packed_) rows16_pack_row(full_.type, rows_.data() + ids_.size() * row_bytes_, full_.n_cols, packed_->data.get(),
                                  int64_t(ids_.size()));
     member_[size_t(id)] = 1;

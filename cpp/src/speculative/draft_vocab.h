@@ -3,7 +3,8 @@
 //
 // S is a set of token ids kept in insertion order, with the LM-head rows of those ids copied into one
 // contiguous buffer W_S in the head's own quantized format:
-//   W_S: [|S|, n_embd], row k = the head's row ids()[k], ggml_row_size(type, n_embd) bytes each.
+//   W_S: [|S|, n_embd], row k = the head's row of id ids()[k] (row ids()[k], or the row whose id it is
+//   for a head with a reduced vocabulary), ggml_row_size(type, n_embd) bytes each.
 // Rows are appended as ids arrive (a gather is only ever of the new ids) into a buffer reserved for
 // the full capacity up front, so head() stays valid and never moves while S grows.
 // Draft logits over S are logits[t, k] = h[t] . W_S[k] (then the model's final softcap), computed by
@@ -37,10 +38,13 @@ class draft_vocab {
 public:
     enum class kind { nanospec, frspec };
 
-    // head: the drafter's LM head [n_vocab, n_embd] (kept by reference: the model must outlive this).
+    // head: the drafter's LM head [n_rows, n_embd] (kept by reference: the model must outlive this).
     // capacity: most ids S may hold (>= 1). final_softcap: the model's, 0 for none. top_k: ids taken
-    // from each target row at prefill and verification (>= 1).
-    draft_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k = 3);
+    // from each target row at prefill and verification (>= 1). row_ids: the token id of each head row,
+    // distinct (an EAGLE-3 head's reduced vocabulary, its d2t); empty: row r is id r. Ids without a row
+    // stay out of S: the head cannot propose them.
+    draft_vocab(kind k, const weight_view& head, int32_t capacity, float final_softcap, int top_k = 3,
+                const std::vector<int32_t>& row_ids = {});
 
     // The target offers ids up to n_target_vocab (its top-k, its tokens); those this head has no row
     // for (a draft with fewer ids than its target) are skipped instead of refused.
@@ -52,7 +56,7 @@ public:
     int32_t size() const { return int32_t(ids_.size()); }
     bool full() const { return size() >= capacity_; }
     bool contains(int32_t id) const { return id >= 0 && id < n_vocab_ && member_[size_t(id)] != 0; }
-    // The ids of S in insertion order: row k of head() is the head's row ids()[k].  [size()]
+    // The ids of S in insertion order: row k of head() is the head's row of id ids()[k].  [size()]
     const int32_t* ids() const { return ids_.data(); }
 
     // Empties S (nanospec; a new request). A frspec set is static and stays as it is.
@@ -93,10 +97,11 @@ public:
 private:
     kind kind_;
     weight_view full_;
+    std::vector<int32_t> row_of_;  // [n_vocab] the head row of each id, -1: none (empty: row = id)
     // W_S in the rows16 layout too (quant/rows16.h), kept current row by row, for a backend that
     // computes the full head packed: S's logits then equal the full head's bit for bit.
     std::unique_ptr<weight_repack> packed_;
-    int32_t n_vocab_;
+    int32_t n_vocab_;             // ids [0, n_vocab_) may have a head row
     int32_t n_target_vocab_ = 0;  // set_target_vocab()
     int32_t capacity_;
     float softcap_;

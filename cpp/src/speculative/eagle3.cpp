@@ -5,7 +5,10 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "model/model.h"
+#include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
+#include "speculative/nanospec.h"
 
 namespace specgen {
 
@@ -17,12 +20,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Of a cached prefix of n tokens, the head rows that still hold: row P reads t_{P+1}, so rows 0..n-2 of
 // this slot's own rows (another slot's KV rows come without our head rows: none then). The engine
-// prefills the rest, which hands us their features.
+// prefills the rest, which hands us their features. With NanoSpec, also no more than its own state keeps.
 class eagle3_speculator::prefix final : public prefix_state {
 public:
-    int rows = 0;  // context rows written for the slot's tokens
-    int reusable_rows(int n, bool copied, int) const override {
-        return copied ? 0 : std::max(0, std::min(rows, n - 1));
+    int rows = 0;                         // context rows written for the slot's tokens
+    std::unique_ptr<prefix_state> vocab;  // NanoSpec's (nanospec.h), or null
+    int reusable_rows(int n, bool copied, int n_sequences) const override {
+        const int ours = copied ? 0 : std::max(0, std::min(rows, n - 1));
+        return vocab ? std::min(ours, vocab->reusable_rows(n, copied, n_sequences)) : ours;
     }
 };
 
@@ -34,14 +39,22 @@ eagle3_speculator::eagle3_speculator(const generator_params& params, const specu
       p_min_(params.effective_draft_p_min()) {
     auto p = std::make_unique<prefix>();
     prefix_ = p.get();
+    if (params.nanospec) {
+        // S holds target ids; the head has rows for d2t's only (draft_vocab skips the others).
+        vocab_ = std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, head_->output, params.nanospec_capacity, 0.0f,
+                                               params.nanospec_topk, head_->d2t);
+        vocab_->set_target_vocab(t.target.hp().n_vocab);
+        nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, &p->vocab, false);
+    }
     if (t.prefix) *t.prefix = std::move(p);
     else owned_ = std::move(p);
 }
 
 eagle3_speculator::~eagle3_speculator() = default;
 
-void eagle3_speculator::begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context&,
-                              generation_stats&) {
+void eagle3_speculator::begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
+                              generation_stats& stats) {
+    if (nanospec_) nanospec_->begin(prompt, request.n_cached, step.n_sequences, stats);
     request_ = request;
     length_.reset();
     tokens_ = prompt;
@@ -73,16 +86,26 @@ void eagle3_speculator::write_rows(int end, bool with_logits) {
         n_rows_ += m;
         if (n_rows_ == end && with_logits) {
             h_.assign(eval_.prenorm() + size_t(m - 1) * E, eval_.prenorm() + size_t(m) * E);
-            logits_.resize(size_t(head_->n_draft_vocab()));
-            const auto t0 = std::chrono::steady_clock::now();
-            eval_.logits(m - 1, logits_.data());
-            head_seconds_ += seconds_since(t0);
+            head_logits(m - 1);
         }
     }
     prefix_->rows = n_rows_;
 }
 
-void eagle3_speculator::observe(const prefill_rows& rows, generation_stats&) {
+int eagle3_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
+int eagle3_speculator::n_ids() const { return vocab_ ? vocab_->size() : head_->n_draft_vocab(); }
+const int32_t* eagle3_speculator::ids() const { return vocab_ ? vocab_->ids() : head_->d2t.data(); }
+
+void eagle3_speculator::head_logits(int i) {
+    logits_.resize(size_t(n_ids()));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (vocab_) eval_.logits(i, vocab_->head(), logits_.data());
+    else eval_.logits(i, logits_.data());
+    head_seconds_ += seconds_since(t0);
+}
+
+void eagle3_speculator::observe(const prefill_rows& rows, generation_stats& stats) {
+    if (nanospec_) nanospec_->observe(rows, stats);  // also without rows: a cached prompt is complete then
     if (rows.n <= 0) return;
     add_target_rows(rows.pos0, rows.n, rows.features);
     // Every row but the last target row: that one is the seed, written by propose() with its logits.
@@ -100,16 +123,18 @@ void eagle3_speculator::propose(const std::vector<int32_t>& history, int max_n, 
     const int H = int(history.size());
     const int n_target = n_rows_ + int(g_.size() / size_t(head_->hp.n_embd));
     if (n_target != H - 1 || n_target <= n_rows_) return;  // no seed row (a one-token prompt): plain round
+    if (n_ids() == 0) return;  // NanoSpec: none of the ids so far has a row in the head
     write_rows(n_target, true);  // context rows, then the seed (pending, g_{H-2}): its logits propose x_1
 
-    const int V = head_->n_draft_vocab();
-    const int32_t* ids = head_->d2t.data();
+    // q over S (NanoSpec; constant during the draft) or the draft vocabulary: target ids, zero elsewhere.
+    const int V = n_ids();
+    const int32_t* ids = this->ids();
     if (out.q.size() < size_t(n)) out.q.resize(size_t(n));
     work_ = history;
     for (int i = 0; i < n; ++i) {
         if (p_min_ > 0 && top_probability(logits_.data(), V) < p_min_) break;
         token_dist& qi = out.q[size_t(i)];
-        // q over the draft vocabulary's target ids; zero elsewhere (the verifier's residual covers it).
+        // Tokens outside `ids` have q = 0: the verifier's residual covers them.
         processor_.process(logits_.data(), ids, V, request_.sampling, work_.data(), work_.size(), qi);
         const int32_t x = sample_token(qi, gen);
         out.tokens.push_back(x);
@@ -118,23 +143,26 @@ void eagle3_speculator::propose(const std::vector<int32_t>& history, int max_n, 
         if (i + 1 == n || pos >= cache_.n_ctx()) break;
         eval_.forward(cache_, &x, h_.data(), 1, pos);
         h_.assign(eval_.prenorm(), eval_.prenorm() + h_.size());
-        const auto t_head = std::chrono::steady_clock::now();
-        eval_.logits(0, logits_.data());
-        head_seconds_ += seconds_since(t_head);
+        head_logits(0);
     }
     stats.draft_seconds += seconds_since(t0);
     stats.draft_head_seconds += head_seconds_;
     if (length_.keep(int(out.tokens.size())) == 0) out.tokens.clear();
 }
 
-void eagle3_speculator::observe(const verify_outcome& v, step_context&, generation_stats&) {
+void eagle3_speculator::observe(const verify_outcome& v, step_context&, generation_stats& stats) {
     length_.update(v.gamma, v.n_accepted);
+    if (nanospec_) nanospec_->observe(v, nullptr, stats);
     const int pos0 = int(tokens_.size()) - 1;  // the pending token's row
     tokens_.insert(tokens_.end(), v.drafted, v.drafted + v.n_accepted);
     tokens_.push_back(v.next_token);
     // The verified rows on the emitted path: [pending, x_1..x_k].
     add_target_rows(pos0, v.n_accepted + 1, v.features);
     write_rows(n_rows_ + int(g_.size() / size_t(head_->hp.n_embd)) - 1, false);
+}
+
+void eagle3_speculator::end() {
+    if (nanospec_) nanospec_->end();
 }
 
 }  // namespace specgen

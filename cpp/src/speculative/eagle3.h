@@ -14,6 +14,10 @@
 // Proposals. The head's logits cover its draft vocabulary; q is the processed distribution over
 // those ids (d2t maps them to target ids), zero elsewhere; the verifier's residual covers the rest
 // (as NanoSpec / FR-Spec heads, docs/ALGORITHMS.md section 3), so the output is the target's.
+//
+// NanoSpec (params.nanospec, docs/ALGORITHMS.md section 3): the head drafts over S, the in-context ids it
+// has rows for (a subset of d2t's target ids; speculative/nanospec.h seeds and grows it), and its output
+// matrix runs over the rows of S only. q is the softmax over S, zero elsewhere: lossless the same way.
 #pragma once
 #include <memory>
 #include <vector>
@@ -23,6 +27,9 @@
 #include "speculative/speculator.h"
 
 namespace specgen {
+
+class draft_vocab;
+class nanospec;
 
 class eagle3_speculator final : public speculator {
 public:
@@ -37,9 +44,12 @@ public:
     void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
                  generation_stats& stats) override;
     void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override;
+    void end() override;
 
     // Head rows already written: positions [0, rows) hold context rows of the current history.
     int context_rows() const { return n_rows_; }
+    // |S| of its NanoSpec set (0: it drafts over its whole draft vocabulary; auto's cost model reads it).
+    int vocab_size() const;
 
 private:
     class prefix;
@@ -48,6 +58,11 @@ private:
     // Writes the head rows [n_rows_, end) from (history[P + 1], g_P); the last one's logits (when
     // with_logits) into logits_ and its pre-norm output into h_.
     void write_rows(int end, bool with_logits);
+    // Row i of the last head forward: its logits over the ids the head drafts from (S with NanoSpec, else
+    // the draft vocabulary) into logits_.
+    void head_logits(int i);
+    int n_ids() const;
+    const int32_t* ids() const;
 
     std::shared_ptr<const eagle3_head> head_;
     eagle3_evaluator eval_;
@@ -65,6 +80,8 @@ private:
     double head_seconds_ = 0;      // this propose()'s time in the head's output matrix
     prefix* prefix_ = nullptr;     // what the slot may reuse of our rows (owned by the slot or by owned_)
     std::unique_ptr<prefix_state> owned_;
+    std::unique_ptr<draft_vocab> vocab_;  // NanoSpec's S over the head's draft vocabulary, or null
+    std::unique_ptr<nanospec> nanospec_;  // S's rules
 };
 
 }  // namespace specgen

@@ -18,12 +18,16 @@ struct proposal {
     // layers only for the rows after them. n_forwarded may exceed g + 1 (only g + 1 are used).
     std::vector<float> hidden;
     int32_t n_forwarded = 0;
+    // The captured target layers' inputs of those rows (evaluator::capture_layers: an EAGLE-3 head's, which
+    // auto's head candidate reads), [n_forwarded, width]; empty when the drafter captures none.
+    std::vector<float> features;
     // The n-gram drafter: the length of the history suffix whose earlier occurrence it copied (0: none
     // or another drafter). Longer matches are accepted more often (auto's n-gram estimate, policy.h).
     int32_t ngram_order = 0;
     void clear() {
         tokens.clear();
         n_forwarded = 0;
+        features.clear();
         ngram_order = 0;
     }
 };

@@ -9,6 +9,7 @@
 #include "speculative/draft_batch.h"
 #include "speculative/draft_vocab.h"
 #include "speculative/drafters/drafters.h"
+#include "speculative/drafters/eagle3_head.h"
 #include "speculative/drafters/neural.h"
 #include "speculative/eagle3.h"
 #include "speculative/nanospec.h"
@@ -40,7 +41,9 @@ sequential_speculator::sequential_speculator(const generator_params& params, con
                                                     vocab_.get(), false, t.seq);
         return;
     }
-    drafter_ = make_neural_drafter(params, weights_, t.cache, t.be, vocab_.get(), t.seq);
+    // Beside an EAGLE-3 head (auto's candidate) the rows it hands over carry the head's features.
+    drafter_ = make_neural_drafter(params, weights_, t.cache, t.be, vocab_.get(), t.seq,
+                                   t.eagle3 ? &t.eagle3->target_layers : nullptr);
 }
 
 sequential_speculator::~sequential_speculator() = default;
@@ -97,9 +100,9 @@ std::unique_ptr<speculator> make_speculator(const generator_params& params, cons
     if (params.ssd && t.seq != 0)
         throw invalid_argument_error("ssd runs one sequence at a time: it needs n_parallel = 1");
     if (params.ssd) return std::make_unique<ssd_speculator>(params, t);
+    if (params.draft == "auto") return make_auto_speculator(params, t);  // a draft_head is one of its candidates
     if (!params.draft_head.empty()) return std::make_unique<eagle3_speculator>(params, t);
     if (params.draft.empty()) return nullptr;
-    if (params.draft == "auto") return make_auto_speculator(params, t);
     return std::make_unique<sequential_speculator>(params, t);
 }
 

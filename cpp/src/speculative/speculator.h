@@ -96,7 +96,8 @@ struct verify_outcome {
     const float* target_logits = nullptr;
     int32_t n_vocab = 0;
     // The captured target layers' inputs (prefill_rows::features) of the rows [pending, x_1..x_g], backend
-    // memory [gamma + 1, n_layers_captured * n_embd]; null when none are captured (or rows were handed over).
+    // memory [gamma + 1, n_layers_captured * n_embd] (hand-over rows': the drafter's capture, proposal::features);
+    // null when none are captured (or rows were handed over by a drafter that captured none).
     const float* features = nullptr;
 };
 

@@ -13,7 +13,9 @@
 #include "speculative/auto/calibration.h"
 #include "speculative/auto/policy.h"
 #include "speculative/drafters/drafters.h"
+#include "speculative/drafters/eagle3_head.h"
 #include "speculative/drafters/neural.h"
+#include "speculative/eagle3.h"
 #include "speculative/sequential.h"
 
 namespace specgen {
@@ -32,13 +34,34 @@ std::shared_ptr<const neural_weights> draft_weights(const generator_params& para
     return t.draft ? t.draft : load_neural_weights(auto_draft_params(params), t.target, t.tok);
 }
 
+// The EAGLE-3 head likewise (params.draft_head).
+std::shared_ptr<const eagle3_head> head_weights(const generator_params& params, const speculation_target& t) {
+    if (params.draft_head.empty()) return nullptr;
+    return t.eagle3 ? t.eagle3 : load_eagle3_head(params.draft_head, t.target);
+}
+
+// The slot's prefix state when the EAGLE-3 head candidate keeps one beside the self drafter's (its rows,
+// its S): a cached prefix is reusable as far as both can reuse it.
+class joint_prefix final : public prefix_state {
+public:
+    std::unique_ptr<prefix_state> self, head;
+    int reusable_rows(int n, bool copied, int n_sequences) const override {
+        int rows = n;
+        for (const std::unique_ptr<prefix_state>* p : {&self, &head})
+            if (*p) rows = std::min(rows, (*p)->reusable_rows(n, copied, n_sequences));
+        return rows;
+    }
+};
+
 class auto_speculator final : public speculator {
 public:
     explicit auto_speculator(const generator_params& params, const speculation_target& t)
         : draft_max_(params.draft_max),
           draft_(draft_weights(params, t)),
+          head_weights_(head_weights(params, t)),
           costs_(load_or_measure_costs(t.target, t.be, t.cache, params.model_path, params.n_threads, params.device,
-                                       cost_source_, draft_ ? draft_->m : nullptr, params.draft_model)),
+                                       cost_source_, draft_ ? draft_->m : nullptr, params.draft_model,
+                                       head_weights_.get(), params.draft_head)),
           policy_(costs_, params.draft_max, true),
           force_every_(force_switch_every()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
@@ -48,7 +71,16 @@ public:
         p.draft_adaptive = false;
         speculation_target own = t;
         own.draft = nullptr;  // the generator's drafter is "auto": each candidate has weights of its own kind
-        p.nanospec = false;  // params.nanospec is the draft model candidate's head
+        // With a head the slot keeps both the self drafter's and the head's prefix states.
+        joint_prefix* joint = nullptr;
+        if (head_weights_ && t.prefix) {
+            auto j = std::make_unique<joint_prefix>();
+            joint = j.get();
+            *t.prefix = std::move(j);
+            own.prefix = &joint->self;
+        }
+        p.nanospec = false;  // params.nanospec is the draft model's and the head's candidates' head
+        p.draft_head.clear();  // the head is a candidate of its own (below)
         p.set_draft(draft_kind::ngram);
         candidates_[size_t(auto_method::ngram)] = make_speculator(p, own);
         p.set_draft(draft_kind::self);
@@ -67,8 +99,18 @@ public:
             model_ = model.get();
             candidates_[size_t(auto_method::draft_model)] = std::move(model);
         }
+        if (head_weights_) {
+            speculation_target with_head = t;
+            with_head.draft = nullptr;
+            with_head.eagle3 = head_weights_;
+            with_head.prefix = joint ? &joint->head : nullptr;
+            auto head = std::make_unique<eagle3_speculator>(auto_head_params(params), with_head);
+            head_ = head.get();
+            candidates_[size_t(auto_method::draft_head)] = std::move(head);
+        }
         cycle_.push_back(auto_method::self_nanospec);
         if (model_) cycle_.push_back(auto_method::draft_model);
+        if (head_) cycle_.push_back(auto_method::draft_head);
         for (auto_method m : {auto_method::ngram, auto_method::none}) cycle_.push_back(m);
     }
 
@@ -118,10 +160,11 @@ public:
         // The first round is n-gram or plain: its tokens are the request's first, and a self-drafter
         // round would hold them back by g body forwards (~60-100 ms here) and S's seeding.
         n_model_ids_ = model_ ? model_->vocab_size() : 0;
-        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room, n_model_ids_};
+        n_head_ids_ = head_ ? head_->vocab_size() : 0;
+        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room, n_model_ids_, n_head_ids_};
         auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
         if (force_every_ > 0) {
-            // self+nanospec, [draft model,] ngram, none, ...: the first round already drafts
+            // self+nanospec, [draft model,] [draft head,] ngram, none, ...: the first round already drafts
             const auto_method forced = cycle_[size_t(rounds_ / force_every_) % cycle_.size()];
             c = policy_.predict(forced, round);
             c.method = forced;  // without an n-gram proposal the forced n-gram round runs as a plain one
@@ -174,8 +217,9 @@ public:
         const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
         const bool stopped = current_ == auto_method::self_nanospec && v.gamma < choice_.gamma;
         const bool by_model = current_ == auto_method::draft_model;
+        const int round_ids = by_model ? n_model_ids_ : current_ == auto_method::draft_head ? n_head_ids_ : int(n_ids_);
         double predicted = stopped ? costs_.stopped_round_seconds(v.gamma, int(n_ids_))
-                                   : costs_.round_seconds(current_, v.gamma, by_model ? n_model_ids_ : int(n_ids_));
+                                   : costs_.round_seconds(current_, v.gamma, round_ids);
         // Its catch-up forward is part of this round's time: within the rows the calibration measured it
         // is predicted with them; a longer one (the prompt, at its first round: 200 rows took 3x their
         // linear extrapolation on the Qwen2.5-Coder pair, and the timing correction then held the draft
@@ -214,7 +258,7 @@ private:
     // The candidates, the self drafter last: each sets stats.vocab_set_size, and the stat stays its S.
     std::vector<speculator*> in_order() const {
         std::vector<speculator*> out;
-        for (auto_method m : {auto_method::ngram, auto_method::draft_model, auto_method::self_nanospec})
+        for (auto_method m : {auto_method::ngram, auto_method::draft_model, auto_method::draft_head, auto_method::self_nanospec})
             if (candidates_[size_t(m)]) out.push_back(candidates_[size_t(m)].get());
         return out;
     }
@@ -225,6 +269,7 @@ private:
 
     int draft_max_;
     std::shared_ptr<const neural_weights> draft_;  // the draft model's (null: none given)
+    std::shared_ptr<const eagle3_head> head_weights_;  // the EAGLE-3 head (null: none given)
     std::string cost_source_;
     cost_model costs_;
     auto_policy policy_;
@@ -233,10 +278,12 @@ private:
     std::array<std::unique_ptr<speculator>, kAutoMethods> candidates_{};  // [none] stays null
     sequential_speculator* self_ = nullptr;  // candidates_[self_nanospec]
     sequential_speculator* model_ = nullptr;  // candidates_[draft_model] (null: no draft model)
+    eagle3_speculator* head_ = nullptr;       // candidates_[draft_head] (null: no EAGLE-3 head)
     std::vector<auto_method> cycle_;         // SPECGEN_AUTO_FORCE_SWITCH's order
     bool seed_waits_ = false;               // S's prompt seed has not run yet (rows wait for it)
     bool model_seed_waits_ = false;         // the draft model's S (nanospec) likewise
     int n_model_ids_ = 0;                   // the draft model's |S| (0: its full head)
+    int n_head_ids_ = 0;                    // the EAGLE-3 head's |S| (0: its whole draft vocabulary)
     int64_t model_synced_ = 0;              // history rows the draft model's cache holds on the path
     int64_t round_history_ = 0;             // this round's history length
     int64_t catch_up_rows_ = 0;             // rows the draft model forwards this round beyond its one
@@ -260,6 +307,15 @@ generator_params auto_draft_params(const generator_params& params) {
     p.draft_adaptive = false;
     p.draft_p_min = 0;
     p.self_layers = 0;
+    return p;
+}
+
+generator_params auto_head_params(const generator_params& params) {
+    generator_params p = params;
+    p.set_draft(draft_kind::none);
+    p.draft_model.clear();
+    p.draft_adaptive = false;
+    p.draft_p_min = 0;
     return p;
 }
 

@@ -19,6 +19,7 @@
 #include "quant/quant.h"
 #include "quant/rows16.h"
 #include "speculative/draft_vocab.h"
+#include "speculative/drafters/eagle3_head.h"
 
 namespace specgen {
 
@@ -191,6 +192,51 @@ void measure_draft_costs(const model& draft, backend& be, cost_model& c) {
     in.fit_subset_head(sub, sub_small, c.draft_head_per_id, c.draft_head_subset_base);
 }
 
+void measure_eagle3_costs(const eagle3_head& head, backend& be, cost_model& c) {
+    const int E = head.hp.n_embd;
+    const int64_t F = int64_t(head.target_layers.size()) * head.target_hidden;
+    kv_cache cache(head.hp, kMaxRows + 1);
+    eagle3_evaluator ev(head, be);
+    backend_buffer<float> features(be);  // one target row's captured features (zeros: the time is the same)
+    features.reserve(size_t(F));
+    std::vector<float> g(static_cast<size_t>(E)), logits(static_cast<size_t>(head.n_draft_vocab()));
+    // Two subsets S of the head's draft ids (an eighth of the draft vocabulary, at most kSubsetIds, and an
+    // eighth of that), each with its own matrix as NanoSpec's drafter keeps it.
+    const int n_big = std::max(8, std::min(kSubsetIds, head.n_draft_vocab() / 8)), n_small = std::max(1, n_big / 8);
+    std::vector<int32_t> ids;
+    for (int i = 0; i < n_big && i < head.n_draft_vocab(); ++i)
+        ids.push_back(head.d2t[size_t(int64_t(i) * head.n_draft_vocab() / n_big)]);
+    draft_vocab big(draft_vocab::kind::nanospec, head.output, int32_t(ids.size()), 0.0f, 1, head.d2t);
+    draft_vocab small(draft_vocab::kind::nanospec, head.output, n_small, 0.0f, 1, head.d2t);
+    big.add(ids.data(), int64_t(ids.size()));
+    small.add(ids.data(), int64_t(n_small));
+    const int32_t token = 2;
+    const double inf = std::numeric_limits<double>::infinity();
+    double row = inf, full = inf, sub = inf, sub_small = inf;
+    for (int rep = 0; rep <= kRepeats; ++rep) {  // the first pages the weights in
+        const double t0 = now();
+        ev.fuse(features.data(), 1, g.data());
+        ev.forward(cache, &token, g.data(), 1, rep);
+        const double t1 = now();
+        ev.logits(0, logits.data());
+        const double t2 = now();
+        ev.logits(0, big.head(), logits.data());
+        const double t3 = now();
+        ev.logits(0, small.head(), logits.data());
+        const double t4 = now();
+        if (rep == 0) continue;
+        row = std::min(row, t1 - t0);
+        full = std::min(full, t2 - t1);
+        sub = std::min(sub, t3 - t2);
+        sub_small = std::min(sub_small, t4 - t3);
+    }
+    c.eagle3_row = row;
+    c.eagle3_output_full = full;
+    const double n_b = double(big.size()), n_s = double(small.size());
+    c.eagle3_output_per_id = n_b > n_s ? std::max(0.0, (sub - sub_small) / (n_b - n_s)) : 0.0;
+    c.eagle3_output_subset_base = std::max(0.0, sub_small - c.eagle3_output_per_id * n_s);
+}
+
 std::string cost_model_json(const cost_model& c) {
     std::ostringstream o;
     o.precision(9);
@@ -206,6 +252,13 @@ std::string cost_model_json(const cost_model& c) {
         o << "  \"draft_head_full_seconds\": " << c.draft_head_full << ",\n";
         o << "  \"draft_head_per_id_seconds\": " << c.draft_head_per_id << ",\n";
         o << "  \"draft_head_subset_base_seconds\": " << c.draft_head_subset_base;
+    }
+    if (c.has_eagle3()) {
+        o << ",\n";
+        o << "  \"eagle3_row_seconds\": " << c.eagle3_row << ",\n";
+        o << "  \"eagle3_output_full_seconds\": " << c.eagle3_output_full << ",\n";
+        o << "  \"eagle3_output_per_id_seconds\": " << c.eagle3_output_per_id << ",\n";
+        o << "  \"eagle3_output_subset_base_seconds\": " << c.eagle3_output_subset_base;
     }
     o << "\n}\n";
     return o.str();
@@ -241,19 +294,35 @@ bool parse_cost_model_json(const std::string& text, cost_model& out) {
             c.draft_head_subset_base = d.draft_head_subset_base;
         }
     }
+    // The EAGLE-3 head's part likewise: optional, whole or not at all.
+    double e[4];
+    const char* keys[4] = {"eagle3_row_seconds", "eagle3_output_full_seconds", "eagle3_output_per_id_seconds",
+                           "eagle3_output_subset_base_seconds"};
+    bool head_ok = true;
+    for (int i = 0; i < 4 && head_ok; ++i) {
+        head_ok = get_numbers(text, keys[i], v) && v[0] >= 0;
+        e[i] = head_ok ? v[0] : 0;
+    }
+    if (head_ok && e[0] > 0 && e[1] > 0) {
+        c.eagle3_row = e[0];
+        c.eagle3_output_full = e[1];
+        c.eagle3_output_per_id = e[2];
+        c.eagle3_output_subset_base = e[3];
+    }
     out = c;
     return true;
 }
 
 cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cache, const std::string& model_path,
                                  int n_threads, const std::string& device, std::string& source, const model* draft,
-                                 const std::string& draft_path) {
+                                 const std::string& draft_path, const eagle3_head* head, const std::string& head_path) {
     source.clear();
     const char* env = std::getenv("SPECGEN_CALIBRATION");
     const std::string over = env ? env : "";
     const auto measure = [&] {
         cost_model c = measure_costs(target, be, cache);
         if (draft) measure_draft_costs(*draft, be, c);
+        if (head) measure_eagle3_costs(*head, be, c);
         return c;
     };
     if (over == "off") return measure();
@@ -275,6 +344,11 @@ cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cac
             struct stat dst {};
             const long long dsize = ::stat(draft_path.c_str(), &dst) == 0 ? (long long)dst.st_size : -1;
             pair = "|draft:" + draft_path + "|" + std::to_string(dsize);
+        }
+        if (head) {  // and per EAGLE-3 head
+            struct stat hst {};
+            const long long hsize = ::stat(head_path.c_str(), &hst) == 0 ? (long long)hst.st_size : -1;
+            pair += "|head:" + head_path + "|" + std::to_string(hsize);
         }
         char hex[17];
         std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(key + pair));
@@ -298,8 +372,10 @@ cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cac
                 // Written without this draft model: a named file keeps its target costs and the draft
                 // model's are measured now; the automatic cache is measured again whole.
                 const bool lacks_draft = draft && !c.has_draft();
-                if (ratio < kStaleRatio && ratio > 1.0 / kStaleRatio && !(lacks_draft && over.empty())) {
+                const bool lacks_head = head && !c.has_eagle3();
+                if (ratio < kStaleRatio && ratio > 1.0 / kStaleRatio && !((lacks_draft || lacks_head) && over.empty())) {
                     if (lacks_draft) measure_draft_costs(*draft, be, c);
+                    if (lacks_head) measure_eagle3_costs(*head, be, c);
                     source = path;
                     return c;
                 }

@@ -9,7 +9,8 @@
 // With a draft model (auto's draft model candidate) the file also holds the draft model's rows and
 // heads, and the automatic cache is per pair (the hash adds the draft's path and size). A file without
 // them (older, or written for the target alone) is measured again when automatic; a named one is
-// taken for the target's costs and the draft model's are measured at load.
+// taken for the target's costs and the draft model's are measured at load. An EAGLE-3 head (auto's
+// draft_head candidate) is handled the same way: its rows and outputs in the file, the cache per head.
 #pragma once
 #include <string>
 
@@ -20,6 +21,7 @@ namespace specgen {
 class model;
 class kv_cache;
 struct backend;
+struct eagle3_head;
 
 // Measures T(R) for R = 1..9, the full head over R rows, a body row and the subset head (min of 3
 // repeats each) by forwarding into rows 0..8 of `cache` (the next prefill overwrites them).
@@ -29,14 +31,19 @@ cost_model measure_costs(const model& target, backend& be, kv_cache& cache);
 // subset S (min of 3 each) into c, in a small KV cache of its own.
 void measure_draft_costs(const model& draft, backend& be, cost_model& c);
 
+// Measures the EAGLE-3 head's fc + decoder layer over one row, its output over its draft vocabulary and
+// over a subset S of its ids (min of 3 each) into c, in a small KV cache of its own.
+void measure_eagle3_costs(const eagle3_head& head, backend& be, cost_model& c);
+
 // Seconds of one target row (forward + full head), the min of two after a warm-up.
 double probe_row_seconds(const model& target, backend& be, kv_cache& cache);
 
-// The cached model for this model (+ draft model, when not null) + machine, or a fresh measurement
-// (then cached). `source` is set to the file read or written ("" when not cached).
+// The cached model for this model (+ draft model, + EAGLE-3 head, when not null) + machine, or a fresh
+// measurement (then cached). `source` is set to the file read or written ("" when not cached).
 cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cache, const std::string& model_path,
                                  int n_threads, const std::string& device, std::string& source,
-                                 const model* draft = nullptr, const std::string& draft_path = "");
+                                 const model* draft = nullptr, const std::string& draft_path = "",
+                                 const eagle3_head* head = nullptr, const std::string& head_path = "");
 
 std::string cost_model_json(const cost_model& c);
 bool parse_cost_model_json(const std::string& text, cost_model& out);  // false when malformed

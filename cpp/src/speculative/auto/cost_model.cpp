@@ -11,6 +11,7 @@ const char* auto_method_name(auto_method m) {
         case auto_method::ngram: return "ngram";
         case auto_method::self_nanospec: return "self+nanospec";
         case auto_method::draft_model: return "draft model";
+        case auto_method::draft_head: return "draft head";
     }
     return "?";
 }
@@ -43,6 +44,11 @@ double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
             // g draft rows (the first one also forwards the token the last verdict emitted, which a
             // steady run forwards in the same call) and g heads; the target verifies g + 1 rows.
             return g * (draft_forward_seconds(1) + draft_head_seconds(n_ids)) + verify_seconds(g + 1);
+        case auto_method::draft_head:
+            // g head outputs (the seed row's, then one per drafted row), g head rows (g - 1 drafted ones,
+            // and about one context row per emitted token written after the verdict); the target
+            // verifies g + 1 rows.
+            return g * (eagle3_row + eagle3_output_seconds(n_ids)) + verify_seconds(g + 1);
         default: return verify_seconds(1);
     }
 }

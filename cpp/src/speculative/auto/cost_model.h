@@ -8,9 +8,9 @@ namespace specgen {
 
 // The methods auto chooses among (SPECGEN_AUTO_FORCE_SWITCH's cycle: auto_speculator.h). The values are
 // published as the auto_method stat. draft_model: a draft GGUF given with draft_kind auto (its NanoSpec
-// head with nanospec, else its full head).
-enum class auto_method { none = 0, ngram = 1, self_nanospec = 2, draft_model = 3 };
-constexpr int kAutoMethods = 4;
+// head with nanospec, else its full head). draft_head: an EAGLE-3 head (params.draft_head) likewise.
+enum class auto_method { none = 0, ngram = 1, self_nanospec = 2, draft_model = 3, draft_head = 4 };
+constexpr int kAutoMethods = 5;
 const char* auto_method_name(auto_method m);
 
 struct cost_model {
@@ -25,6 +25,11 @@ struct cost_model {
     double draft_head_full = 0;         // its full LM head over one row
     double draft_head_per_id = 0;       // its head over one row and one id of its S (NanoSpec) per id
     double draft_head_subset_base = 0;  // that head's fixed cost per row
+    // The EAGLE-3 head's (measured only when auto has one; 0 otherwise).
+    double eagle3_row = 0;              // fc and its decoder layer over one row
+    double eagle3_output_full = 0;      // its output over its whole draft vocabulary for one row
+    double eagle3_output_per_id = 0;    // its output over one row and one id of its S (NanoSpec) per id
+    double eagle3_output_subset_base = 0;  // that output's fixed cost per row
     // The costs are taken as exact: rounds are timed by their predicted seconds, never the clock (no
     // timing correction, no measured recent rate), so the choices are reproducible whatever the
     // machine's load, as the policy tests need (a cost model file with "exact": 1).
@@ -43,9 +48,14 @@ struct cost_model {
     double draft_head_seconds(int n_ids) const {
         return n_ids > 0 ? draft_head_subset_base + draft_head_per_id * n_ids : draft_head_full;
     }
+    bool has_eagle3() const { return eagle3_row > 0 && eagle3_output_full > 0; }
+    // The EAGLE-3 head's output over one row: over its S of n_ids ids, or its whole draft vocabulary for 0.
+    double eagle3_output_seconds(int n_ids) const {
+        return n_ids > 0 ? eagle3_output_subset_base + eagle3_output_per_id * n_ids : eagle3_output_full;
+    }
 
     // One round of `m` drafting g tokens (g = 0: a plain round), |S| = n_ids (the method's own S; for the
-    // draft model 0 means its full head): draft + verify seconds.
+    // draft model and the EAGLE-3 head 0 means its full head): draft + verify seconds.
     double round_seconds(auto_method m, int g, int n_ids) const;
     // A self-drafter round that stopped after g drafted tokens (its top probability below draft_p_min):
     // its last body row and head over S ran for the position it did not draft.

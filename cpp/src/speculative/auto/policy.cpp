@@ -16,6 +16,8 @@ constexpr double kSelfPriorGreedy = 0.9, kSelfPriorSampled = 0.75;
 // A draft model is a smaller model of the same family: its proposal agrees less often than the target's
 // own layers (a modest prior; its rounds soon replace it).
 constexpr double kModelPriorGreedy = 0.7, kModelPriorSampled = 0.6;
+// An EAGLE-3 head reads the target's own features but is one layer: the draft model's modest prior.
+constexpr double kHeadPriorGreedy = 0.7, kHeadPriorSampled = 0.6;
 constexpr double kPriorWeight = 4;        // pseudo-rounds the priors count for
 constexpr double kPositionWeight = 2;     // pseudo-rounds a draft position's prior counts for
 // A position's acceptance given the one before it held (prior; note 2).
@@ -73,6 +75,10 @@ void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     const double model_base = temperature > 0 ? kModelPriorSampled : kModelPriorGreedy;
     dm.prior = (c.model_first_passed + kPriorWeight * model_base) / (c.model_first_reached + kPriorWeight);
     dm.prior_weight = kPriorWeight;
+    tracker& hd = t_[size_t(auto_method::draft_head)];
+    const double head_base = temperature > 0 ? kHeadPriorSampled : kHeadPriorGreedy;
+    hd.prior = (c.head_first_passed + kPriorWeight * head_base) / (c.head_first_reached + kPriorWeight);
+    hd.prior_weight = kPriorWeight;
 }
 
 double auto_policy::acceptance(auto_method m) const {
@@ -94,7 +100,7 @@ auto_policy::position_counts auto_policy::first_position(auto_method m, int ngra
                             (c.order_reached[size_t(order)] + kPositionWeight);
         return {t.order_reached[size_t(order)], t.order_passed[size_t(order)], kept, kPositionWeight};
     }
-    if (m == auto_method::self_nanospec || m == auto_method::draft_model)
+    if (m == auto_method::self_nanospec || m == auto_method::draft_model || m == auto_method::draft_head)
         // Towards the prior (the rate of the requests so far) with its full weight, not towards the
         // pooled rate, which the same rejection has already lowered (note 5).
         return {t.first_reached, t.first_passed, t.prior, t.prior_weight};
@@ -240,7 +246,9 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
         return best;
     }
     const double scale = time_scale(m);
-    const int n_ids = m == auto_method::draft_model ? r.n_model_ids : r.n_ids;  // the method's own head
+    const int n_ids = m == auto_method::draft_model ? r.n_model_ids
+                      : m == auto_method::draft_head ? r.n_head_ids
+                                                     : r.n_ids;  // the method's own head
     // The round drafts the g with the best optimistic merit (each position's rate one standard error
     // up), so a position rejected in its first rounds is drafted again until it is measured. But it
     // explores only among the g whose mean merit is at least plain decoding's, and the method competes
@@ -277,9 +285,10 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
     auto best_of = [&](double rate) {
         auto_choice best = predict(auto_method::none, r, rate);
         const double plain = best.score;
-        for (auto_method m : {auto_method::ngram, auto_method::self_nanospec, auto_method::draft_model}) {
+        for (auto_method m : {auto_method::ngram, auto_method::self_nanospec, auto_method::draft_model, auto_method::draft_head}) {
             if (m == auto_method::self_nanospec && (!have_self_ || !allow_self)) continue;
             if (m == auto_method::draft_model && (!costs_.has_draft() || !allow_self)) continue;
+            if (m == auto_method::draft_head && (!costs_.has_eagle3() || !allow_self)) continue;
             const auto_choice c = predict(m, r, rate);
             // A drafting method must beat plain decoding by kSwitchMargin.
             const bool over_plain = rate > 0 ? c.score > plain + (kSwitchMargin - 1) : c.score > plain * kSwitchMargin;
@@ -312,6 +321,11 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         carried& c = carried_[regime_];
         c.model_first_reached = kDecay * c.model_first_reached + 1;
         c.model_first_passed = kDecay * c.model_first_passed + (n_accepted > 0 ? 1 : 0);
+    }
+    if (drafted > 0 && m == auto_method::draft_head) {
+        carried& c = carried_[regime_];
+        c.head_first_reached = kDecay * c.head_first_reached + 1;
+        c.head_first_passed = kDecay * c.head_first_passed + (n_accepted > 0 ? 1 : 0);
     }
     // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not. This
     // request's own counts are kept beside them (draft_continuation).

@@ -34,6 +34,7 @@ struct auto_round {
     int ngram_order = 0;   // the length of the history suffix that proposal copied (0: none)
     int max_g = 0;         // the most tokens any round may draft now (the token budget and the context)
     int n_model_ids = 0;   // the draft model's head: |S| of its NanoSpec set, 0 for its full head
+    int n_head_ids = 0;    // the EAGLE-3 head's output: |S| of its NanoSpec set, 0 for its draft vocabulary
 };
 
 class auto_policy {
@@ -43,8 +44,9 @@ public:
     // A request starts: priors from the prompt and the temperature.
     void begin(const std::vector<int32_t>& prompt, float temperature);
     // The best method and gamma for the next round. allow_self = false: none or n-gram only, no
-    // neural drafter (the self drafter or the draft model: a batched step, auto_speculator.h). The draft
-    // model competes when the cost model has its costs (cost_model::has_draft).
+    // neural drafter (the self drafter, the draft model or the EAGLE-3 head: a batched step,
+    // auto_speculator.h). The draft model and the head compete when the cost model has their costs
+    // (cost_model::has_draft, has_eagle3).
     auto_choice choose(const auto_round& r, bool allow_self = true) const;
     // The prediction for one method (used by choose() and the forced switches): the g it drafts (the
     // best optimistic merit among the g whose mean merit reaches plain decoding's) and its mean merit
@@ -138,6 +140,7 @@ private:
         // The self drafter's first position: rounds and acceptances; the draft model's likewise.
         double self_first_reached = 0, self_first_passed = 0;
         double model_first_reached = 0, model_first_passed = 0;
+        double head_first_reached = 0, head_first_passed = 0;  // the EAGLE-3 head's
         // The draft positions after the first, per method and for an n-gram proposal per match order
         // (index: order, clamped): rounds that reached each position and accepted it.
         std::array<later_positions, kAutoMethods> later;

@@ -50,7 +50,11 @@ std::vector<int32_t> read_d2t(const gguf_file& f, int64_t n_rows) {
 std::shared_ptr<const eagle3_head> load_eagle3_head(const std::string& path, const model& target) {
     auto loaded = std::make_shared<eagle3_head>();
     eagle3_head& h = *loaded;
-    h.file = std::make_shared<gguf_file>(path);
+    try {
+        h.file = std::make_shared<gguf_file>(path);
+    } catch (const model_load_error& e) {  // name the knob: the message alone reads like the target's
+        throw model_load_error(std::string("draft_head: ") + e.what());
+    }
     const gguf_file& f = *h.file;
     const std::string arch = f.get_string("general.architecture", "");
     if (arch != kArch)
@@ -276,15 +280,15 @@ void eagle3_evaluator::forward(kv_cache& cache, const int32_t* tokens, const flo
     be_.rms_norm(x_.data(), constant(h_.output_norm), n, E, hp.norm_eps, out_.data());
 }
 
-void eagle3_evaluator::logits(int i, float* out) {
-    const size_t V = size_t(h_.n_draft_vocab());
+void eagle3_evaluator::logits(int i, const weight_view& output, float* out) {
+    const size_t V = size_t(output.n_rows);
     const float* row = out_.data() + size_t(i) * h_.hp.n_embd;
     if (be_.host_memory()) {
-        be_.matmul(h_.output, row, 1, out);
+        be_.matmul(output, row, 1, out);
         return;
     }
     logits_.reserve(V);
-    be_.matmul(h_.output, row, 1, logits_.data());
+    be_.matmul(output, row, 1, logits_.data());
     be_.download(out, logits_.data(), V * sizeof(float));
 }
 

@@ -81,7 +81,10 @@ public:
     void forward(kv_cache& cache, const int32_t* tokens, const float* g, int n, int pos0);
     const float* prenorm() const { return prenorm_host_.data(); }
     // The head's logits of row i of the last forward() [n_draft_vocab] into out (host memory).
-    void logits(int i, float* out);
+    void logits(int i, float* out) { logits(i, h_.output, out); }
+    // The same over the rows `output` holds (NanoSpec's W_S, draft_vocab::head(): rows gathered from the
+    // head's output matrix) [output.n_rows] into out (host memory).
+    void logits(int i, const weight_view& output, float* out);
 
     const eagle3_head& head() const { return h_; }
 

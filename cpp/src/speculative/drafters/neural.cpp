@@ -102,6 +102,11 @@ bool neural_drafter::forward(const std::vector<int32_t>& ctx, const std::vector<
         for (; next_row < rows.size() && rows[next_row] < off + m; ++next_row) {
             const float* h = eval_.hidden() + size_t(rows[next_row] - off) * n_embd;
             if (hidden_out) hidden_out->insert(hidden_out->end(), h, h + n_embd);
+            if (hidden_out && eval_.features()) {
+                const size_t width = eval_.captured_layers().size() * size_t(n_embd);
+                const float* f = eval_.features() + size_t(rows[next_row] - off) * width;
+                features_.insert(features_.end(), f, f + width);
+            }
             if (with_head) head(h, next_row);
         }
     }
@@ -113,6 +118,7 @@ bool neural_drafter::draft(const std::vector<int32_t>& ctx, int n, float p_min, 
                            bool forward_last, const position_hook* hook, const abort_check* abort) {
     tokens.clear();
     if (hidden) hidden->clear();
+    features_.clear();
     n = std::min(n, cache_.n_ctx() - int(ctx.size()));
     if (n <= 0) return true;
     if (q.size() < size_t(n)) q.resize(size_t(n));
@@ -150,7 +156,8 @@ namespace {
 class sequential_neural_drafter final : public drafter {
 public:
     sequential_neural_drafter(const generator_params& params, std::shared_ptr<const neural_weights> w,
-                              kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq)
+                              kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq,
+                              const std::vector<int>* capture)
         : w_(*w), keep_(std::move(w)) {
         kv_cache* cache = &target_cache;
         int cache_seq = seq;  // the target's cache: the request's slot
@@ -163,6 +170,8 @@ public:
         // be handed over (reuse_draft_hidden).
         hand_over_ = w_.is_target && params.reuse_draft_hidden;
         core_ = std::make_unique<neural_drafter>(*w_.m, w_.n_layers, *cache, be, vocab, !w_.own, cache_seq);
+        // Handed-over rows never pass the target's evaluator: their features come from ours.
+        if (hand_over_ && capture && !capture->empty()) core_->capture_layers(*capture);
     }
 
     std::string name() const override { return w_.own ? "model" : "self"; }
@@ -175,6 +184,7 @@ public:
         core_->draft(history, max_n, p_min, params, gen, out.tokens, out.q, hand_over_ ? &out.hidden : nullptr,
                      false, nullptr, nullptr);
         if (hand_over_) out.n_forwarded = int32_t(out.hidden.size() / size_t(w_.m->hp().n_embd));
+        if (hand_over_) out.features = core_->features();
     }
     double head_seconds() const override { return core_->head_seconds; }
 
@@ -189,8 +199,9 @@ private:
 }  // namespace
 
 std::unique_ptr<drafter> make_neural_drafter(const generator_params& params, std::shared_ptr<const neural_weights> w,
-                                             kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq) {
-    return std::make_unique<sequential_neural_drafter>(params, std::move(w), target_cache, be, vocab, seq);
+                                             kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq,
+                                             const std::vector<int>* capture) {
+    return std::make_unique<sequential_neural_drafter>(params, std::move(w), target_cache, be, vocab, seq, capture);
 }
 
 }  // namespace specgen

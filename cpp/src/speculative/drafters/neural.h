@@ -80,6 +80,11 @@ public:
     // The head of one hidden state [n_embd] into logits(slot).
     void head(const float* hidden, size_t slot);
 
+    // Capture these layers' inputs (evaluator::capture_layers) of the rows draft() hands over: features().
+    void capture_layers(const std::vector<int>& layers) { eval_.capture_layers(layers); }
+    // The captured inputs of the rows the last draft() appended to `hidden`, [rows, width] (empty: none).
+    const std::vector<float>& features() const { return features_; }
+
     // Drafts up to n tokens after ctx (its last token not yet forwarded), sampled with sp and gen;
     // stops early when the top probability of the head's softmax falls below p_min. tokens/q: x_i and
     // the distribution it was sampled from. hidden (not null): the hidden states of every row it
@@ -118,6 +123,7 @@ private:
     std::vector<int32_t> work_;       // draft()'s context: ctx + drafted tokens
     std::vector<std::vector<float>> logits_rows_;
     logits_processor processor_;
+    std::vector<float> features_;     // capture_layers(): the handed-over rows' features
 };
 
 }  // namespace specgen
