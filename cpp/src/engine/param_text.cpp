@@ -24,6 +24,7 @@ void assign_param_text(const param_spec& s, const std::string& text, const std::
         const bool v = flag_value(s, text, label);
         if (name == "draft_adaptive") g.draft_adaptive = v;
         else if (name == "nanospec") g.nanospec = v;
+        else if (name == "ngram_chain") g.ngram_chain = v;
         else if (name == "reuse_draft_hidden") g.reuse_draft_hidden = v;
         else if (name == "batch_draft_policy") g.batch_draft_policy = v;
         else if (name == "ssd") g.ssd = v;

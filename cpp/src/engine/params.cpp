@@ -85,6 +85,10 @@ const std::vector<param_spec> kSpecs = {
      G::speculative},
     {"ngram_min", S::generator, T::integer, 1, 64, false, "", "1", "n-gram drafter: shortest suffix matched (<= ngram_max)",
      "--ngram-min", G::speculative},
+    {"ngram_chain", S::generator, T::flag, 0, 1, false, "", "false",
+     "with a draft model: an n-gram match starts the proposal, the draft model drafts on after it "
+     "(llama.cpp's --spec-type draft-simple,ngram-simple)",
+     "--ngram-chain", G::speculative},
     {"nanospec", S::generator, T::flag, 0, 1, false, "", "false", "draft head over the in-context vocabulary (NanoSpec)",
      "--nanospec", G::speculative},
     {"nanospec_capacity", S::generator, T::integer, 16, 1 << 20, false, "", "3072", "most ids in the NanoSpec vocabulary",
@@ -346,6 +350,10 @@ void generator_params::validate() const {
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
+    const bool draft_model_drafts = (neural && draft != "self") || (automatic && !draft_model.empty());
+    require(!ngram_chain || (draft_model_drafts && !ssd),
+            "ngram_chain chains n-gram proposals before a draft model: it needs draft_kind model (or auto with "
+            "draft_model), without ssd (got '" + std::string(draft.empty() ? "none" : draft) + "'" + (ssd ? ", ssd" : "") + ")");
     require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()),
             "nanospec/frspec choose a draft LM head: they need draft_kind self or model (got '" +
                 std::string(draft.empty() ? "none" : draft) + "')");

@@ -39,7 +39,7 @@ public:
           draft_(draft_weights(params, t)),
           costs_(load_or_measure_costs(t.target, t.be, t.cache, params.model_path, params.n_threads, params.device,
                                        cost_source_, draft_ ? draft_->m : nullptr, params.draft_model)),
-          policy_(costs_, params.draft_max, true),
+          policy_(costs_, params.draft_max, true, draft_ && params.ngram_chain),
           force_every_(force_switch_every()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
         generator_params p = params;
@@ -102,6 +102,7 @@ public:
                  generation_stats& stats) override {
         t_round_ = clock_type::now();
         out.clear();
+        chained_ = 0;
         const int room = std::max(0, max_n);  // the most any round may draft now
         // The n-gram drafter's proposal is free: run it every round to score n-gram acceptance.
         shadow_tokens_.clear();
@@ -160,6 +161,9 @@ public:
         round_history_ = int64_t(history.size());
         catch_up_rows_ = c.method == auto_method::draft_model ? std::max<int64_t>(0, round_history_ - model_synced_ - 1) : 0;
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), step, gen, out, stats);
+        // With ngram_chain the draft model's proposal may start with the n-gram match (its rows join the
+        // model's first forward; a match that fills the round runs none).
+        chained_ = c.method == auto_method::draft_model ? model_->chained() : 0;
     }
 
     void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override {
@@ -174,21 +178,23 @@ public:
         const double seconds = std::chrono::duration<double>(clock_type::now() - t_round_).count();
         const bool stopped = current_ == auto_method::self_nanospec && v.gamma < choice_.gamma;
         const bool by_model = current_ == auto_method::draft_model;
+        const int chained = by_model ? std::min(chained_, v.gamma) : 0;
+        const bool model_forwarded = by_model && v.gamma > chained;  // a match that fills the round runs no draft forward
         double predicted = stopped ? costs_.stopped_round_seconds(v.gamma, int(n_ids_))
-                                   : costs_.round_seconds(current_, v.gamma, by_model ? n_model_ids_ : int(n_ids_));
+                                   : costs_.round_seconds(current_, v.gamma, by_model ? n_model_ids_ : int(n_ids_), chained);
         // Its catch-up forward is part of this round's time: within the rows the calibration measured it
         // is predicted with them; a longer one (the prompt, at its first round: 200 rows took 3x their
         // linear extrapolation on the Qwen2.5-Coder pair, and the timing correction then held the draft
         // model below plain decoding for the rest of the request) leaves the round untimed.
-        if (by_model && catch_up_rows_ > 0) {
-            const int rows = int(catch_up_rows_) + 1;
+        if (model_forwarded && catch_up_rows_ > 0) {
+            const int rows = int(catch_up_rows_) + 1 + chained;
             predicted = rows <= int(costs_.draft_forward.size())
-                            ? predicted + costs_.draft_forward_seconds(rows) - costs_.draft_forward_seconds(1)
+                            ? predicted + costs_.draft_forward_seconds(rows) - costs_.draft_forward_seconds(1 + chained)
                             : 0;  // policy_.observe() times no round predicted at 0
         }
         // Its cache now holds the history and x_1..x_{g-1}, of which x_1..x_k stay on the path.
-        if (by_model && v.gamma > 0) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
-        policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted);
+        if (model_forwarded) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
+        policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted, chained);
         n_ids_ = stats.vocab_set_size;
         n_emitted_ += v.n_accepted + 1;
         // Shadow n-gram score: how much of its proposal the emitted tokens x_1..x_k, y confirm.
@@ -240,6 +246,7 @@ private:
     int64_t model_synced_ = 0;              // history rows the draft model's cache holds on the path
     int64_t round_history_ = 0;             // this round's history length
     int64_t catch_up_rows_ = 0;             // rows the draft model forwards this round beyond its one
+    int chained_ = 0;                       // ngram_chain: the n-gram tokens that start its proposal this round
     speculation_request request_;
     std::vector<int32_t> shadow_tokens_;
     int shadow_order_ = 0;

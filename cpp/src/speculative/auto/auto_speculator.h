@@ -16,7 +16,9 @@
 // SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles self+nanospec, [draft model,] ngram, none every k
 // rounds regardless of the prediction (gamma still from the cost model).
 //
-// n-gram proposals are not chained before the draft model: a round drafts with one method.
+// With params.ngram_chain the draft model candidate chains: its round starts with the n-gram proposal
+// (the shadow's tokens) and the model drafts on after it (docs/ALGORITHMS.md sections 6.1 and 8.3);
+// the policy prices such a round by the match's rows and the model's own tokens.
 //
 // SSD is not a candidate: it pays only when the drafter and the target do not share memory
 // bandwidth (a drafter on another device); auto's drafters always run on the target's device, where

@@ -30,7 +30,8 @@ struct auto_choice {
 // What a round's choice depends on besides the outcomes so far.
 struct auto_round {
     int n_ids = 0;         // |S| now (the self drafter's)
-    int ngram_tokens = 0;  // the n-gram drafter's proposal for this round (its shadow): an n-gram round drafts no more
+    int ngram_tokens = 0;  // the n-gram drafter's proposal for this round (its shadow): an n-gram round drafts no more,
+                           // and a chaining draft model (ngram_chain) starts with it
     int ngram_order = 0;   // the length of the history suffix that proposal copied (0: none)
     int max_g = 0;         // the most tokens any round may draft now (the token budget and the context)
     int n_model_ids = 0;   // the draft model's head: |S| of its NanoSpec set, 0 for its full head
@@ -38,7 +39,10 @@ struct auto_round {
 
 class auto_policy {
 public:
-    auto_policy(const cost_model& costs, int draft_max, bool have_self) : costs_(costs), draft_max_(draft_max), have_self_(have_self) {}
+    // model_chains: the draft model's rounds start with the n-gram proposal where there is one
+    // (ngram_chain, docs/ALGORITHMS.md section 6.1).
+    auto_policy(const cost_model& costs, int draft_max, bool have_self, bool model_chains = false)
+        : costs_(costs), draft_max_(draft_max), have_self_(have_self), model_chains_(model_chains) {}
 
     // A request starts: priors from the prompt and the temperature.
     void begin(const std::vector<int32_t>& prompt, float temperature);
@@ -53,8 +57,11 @@ public:
     auto_choice predict(auto_method m, const auto_round& r, double rate = 0) const;
     // A round of `m` chosen at `gamma` drafted `drafted` tokens (fewer: the drafter stopped below
     // draft_p_min), accepted n_accepted of them and took `seconds` (propose to verdict);
-    // predicted_seconds: what the cost model said the drafted round would take.
-    void observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds);
+    // predicted_seconds: what the cost model said the drafted round would take. chained: the round's first
+    // tokens were an n-gram match (a chaining draft model), scored by the shadow: m's own counts start
+    // after them, when they were all accepted.
+    void observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds,
+                 int chained = 0);
     // Shadow evaluation of the n-gram drafter (free to run): its proposal, copied after a suffix of
     // `order` tokens, matched the first n_matched of `gamma` emitted tokens.
     void observe_shadow_ngram(int gamma, int n_matched, int order);
@@ -65,10 +72,14 @@ public:
     // position by the order it matched at); z > 0: each p_j taken z standard errors up (the
     // optimistic estimate that picks g).
     double expected_tokens(auto_method m, int g, double z = 0.0, int ngram_order = 0) const;
+    // The same for a chaining draft model's round of g tokens whose first `chained` are the n-gram
+    // proposal (copied after a suffix of ngram_order tokens): the n-gram's rates over those, then the
+    // draft model's as from its first position.
+    double expected_chained_tokens(int g, int chained, double z = 0.0, int ngram_order = 0) const;
     // Predicted seconds of a round of `m` chosen at g (n_ids: the method's own S, cost_model::round_seconds):
     // for the self drafter the mean over where it stops drafting (below draft_p_min), from how often it
     // went on at each position so far.
-    double expected_seconds(auto_method m, int g, int n_ids) const;
+    double expected_seconds(auto_method m, int g, int n_ids, int chained = 0) const;
     // How many of the `kept` prompt rows to seed S from before the self-drafter round `self` (0: none
     // yet), with `remaining` tokens left in the request's budget; share: the seed head's share of the
     // full head's rows (speculation_request::seed_share).
@@ -107,6 +118,7 @@ private:
     const cost_model& costs_;
     int draft_max_;
     bool have_self_;
+    bool model_chains_;
     std::array<tracker, kAutoMethods> t_{};  // per request (begin() resets them)
     // This request's tokens and seconds over its last rounds (decayed per round): its recent rate.
     double recent_tokens_ = 0, recent_seconds_ = 0;
