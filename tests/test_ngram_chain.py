@@ -60,7 +60,7 @@ def _assert_chained(results):
 # 1. greedy identity
 @pytest.mark.parametrize("verify", ["token", "block"])
 def test_greedy_identity_alone(pair, solo, verify):
-    with specgen.Generator(pair[0], draft=pair[1], ngram_chain=True, verify=verify, n_threads=2, n_ctx=256,
+    with specgen.Generator(pair[0], draft=pair[1], ngram_chain=1, verify=verify, n_threads=2, n_ctx=256,
                            draft_p_min=0.0) as g:
         results = [g.generate(p, max_tokens=N, temperature=0, ignore_eos=True) for p in PROMPTS]
     for p, r, want in zip(PROMPTS, results, solo):
@@ -80,7 +80,7 @@ def test_batched_greedy_identity_and_batched_equals_alone(pair, solo, verify):
     takes its match's rows); each proposes what it proposes alone: a fixed seed's sample and its
     per-position counts are the same alone and batched (the batch policy off, as test_draft_batch)."""
     kw = dict(n_threads=2, n_ctx=256, n_parallel=4, batch_draft_policy=False, draft_p_min=0.0, verify=verify)
-    with specgen.Generator(pair[0], draft=pair[1], ngram_chain=True, **kw) as g:
+    with specgen.Generator(pair[0], draft=pair[1], ngram_chain=1, **kw) as g:
         together = g.generate(PROMPTS[:4], max_tokens=N, temperature=0, ignore_eos=True)
         for p, r, want in zip(PROMPTS, together, solo):
             assert r.tokens == want, p
@@ -100,7 +100,7 @@ def test_batched_greedy_identity_and_batched_equals_alone(pair, solo, verify):
 def test_auto_with_forced_draft_model_rounds_chains(pair, solo, calibration, monkeypatch):
     # Every round switches: self+nanospec, draft model, ngram, none, ...; the draft model's rounds chain.
     monkeypatch.setenv("SPECGEN_AUTO_FORCE_SWITCH", "1")
-    with specgen.Generator(pair[0], draft="auto", draft_model=pair[1], ngram_chain=True, n_threads=2, n_ctx=256,
+    with specgen.Generator(pair[0], draft="auto", draft_model=pair[1], ngram_chain=1, n_threads=2, n_ctx=256,
                            draft_max=4) as g:
         results = [g.generate(p, max_tokens=N, temperature=0, ignore_eos=True) for p in PROMPTS]
     for p, r, want in zip(PROMPTS, results, solo):
@@ -119,7 +119,7 @@ def test_sampling_matches_target(pair, oracle, verify):
     prompt = "a cat sat zz"
     top_k = 3
     samples, mixed = [], 0
-    with specgen.Generator(pair[0], draft=pair[1], ngram_chain=True, verify=verify, n_threads=2, n_ctx=64,
+    with specgen.Generator(pair[0], draft=pair[1], ngram_chain=1, verify=verify, n_threads=2, n_ctx=64,
                            draft_max=2, draft_adaptive=False, draft_p_min=0.0) as g:
         for seed in range(500):
             r = g.generate(prompt, max_tokens=3, temperature=1.0, top_k=top_k, top_p=1.0, min_p=0.0, seed=seed,
@@ -138,9 +138,9 @@ def test_sampling_matches_target(pair, oracle, verify):
 def test_needs_a_draft_model(pair):
     for kw in (dict(draft="ngram"), dict(draft="self"), dict(draft="auto"), dict()):
         with pytest.raises(specgen.InvalidParameterError, match="ngram_chain chains n-gram proposals before a draft model"):
-            specgen.Generator(pair[0], ngram_chain=True, n_threads=1, n_ctx=64, **kw)
+            specgen.Generator(pair[0], ngram_chain=1, n_threads=1, n_ctx=64, **kw)
     with pytest.raises(specgen.InvalidParameterError, match="without ssd"):
-        specgen.Generator(pair[0], draft=pair[1], ngram_chain=True, ssd=True, n_threads=2, n_ctx=64)
+        specgen.Generator(pair[0], draft=pair[1], ngram_chain=1, ssd=True, n_threads=2, n_ctx=64)
 
 
 def test_cli_spellings(pair, cli, solo):
@@ -148,7 +148,7 @@ def test_cli_spellings(pair, cli, solo):
             "--draft-p-min", "0"]
     plain = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
-    for extra in (["-md", pair[1], "--ngram-chain"], ["-md", pair[1], "--spec-type", "draft-simple,ngram-simple"]):
+    for extra in (["-md", pair[1], "--ngram-chain", "1"], ["-md", pair[1], "--spec-type", "draft-simple,ngram-simple"]):
         r = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert r.stdout == plain.stdout

@@ -278,7 +278,9 @@ options parse_args(int argc, char** argv) {
     }
     if (spec_draft && o.gen.draft_model.empty()) throw usage_error("--spec-type draft-simple needs the draft model: -md PATH");
     if (spec_ngram && !o.gen.draft_model.empty()) {
-        o.gen.ngram_chain = true;  // llama.cpp's draft-simple,ngram-simple: n-gram proposals chained first
+        // llama.cpp's draft-simple,ngram-simple: n-gram matches chained first, of the length measured to
+        // pay (docs/ALGORITHMS.md section 6.1) unless --ngram-chain says otherwise.
+        if (!given.count("ngram_chain")) o.gen.ngram_chain = generator_params::kChainedMatchTokens;
     } else if (spec_ngram) {
         if (given.count("draft_kind") && o.gen.draft_type != draft_kind::ngram)
             throw usage_error("give either --spec-type ngram-simple or --draft, not both");

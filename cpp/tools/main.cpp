@@ -84,7 +84,7 @@ std::string describe_speculation(const generator_params& g) {
     s += ", draft_max " + std::to_string(g.draft_max) + ", draft_min " + std::to_string(g.draft_min);
     if (g.draft_type == draft_kind::self) s += ", self_layers " + std::to_string(g.self_layers);
     if (g.nanospec) s += ", nanospec";
-    if (g.ngram_chain) s += ", ngram chained";
+    if (g.ngram_chain > 0) s += ", ngram chained (matches of " + std::to_string(g.ngram_chain) + "+ tokens)";
     if (g.frspec) s += ", frspec " + std::to_string(g.frspec);
     if (g.ssd)
         s += ", ssd (fanout " + std::to_string(g.ssd_fanout) + ", backup " +

@@ -140,9 +140,10 @@ class Generator:
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_p_min`` stops drafting before a position whose drafter top probability is below it (None
     or -1: 0.5 with a NanoSpec head, off otherwise); ``draft_adaptive`` shrinks gamma after rejections
-    and grows it back after full acceptances. ``ngram_chain`` (with a draft model, also auto's) starts a
-    round's proposal with the n-gram lookup's match where there is one, and the draft model drafts on
-    after it (llama.cpp's chained spec types, lossless; docs/ALGORITHMS.md section 6.1).
+    and grows it back after full acceptances. ``ngram_chain=N`` (with a draft model, also auto's) starts a
+    round's proposal with the n-gram lookup's match where it finds one of at least N tokens, and the draft
+    model drafts on after it (llama.cpp's chained spec types, lossless; 0: off; docs/ALGORITHMS.md
+    section 6.1).
 
     Every range, default and message comes from the engine's parameter table
     (``specgen._core.param_specs()``): a keyword left at None takes the table's default;
@@ -198,7 +199,7 @@ class Generator:
         self_layers: Optional[int] = None,
         ngram_max: Optional[int] = None,
         ngram_min: Optional[int] = None,
-        ngram_chain: Optional[bool] = None,
+        ngram_chain: Optional[int] = None,
         nanospec: Optional[bool] = None,
         nanospec_capacity: Optional[int] = None,
         nanospec_topk: Optional[int] = None,

@@ -14,8 +14,8 @@
 //  - S is seeded from all kept prompt rows for a long request, from the last few for a short one,
 //    and not at all when the request is too short to repay the head's time over 8 rows.
 //  - A chaining draft model's round (ngram_chain) is priced by its own rows and heads only, predicted
-//    by the copy's rates and then the model's, and its rounds count for the model only past a copy
-//    that held.
+//    by the copy's rates and then the model's, chosen only where that beats the model alone, and its
+//    rounds count for the model only past a copy that held.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -230,14 +230,20 @@ void test_chained_draft_model_rounds() {
     auto_policy chaining(costs, 8, true, true), single(costs, 8, true);
     for (auto_policy* p : {&chaining, &single}) {
         p->begin(prompt(), 0.0f);
-        for (int round = 0; round < 30; ++round) p->observe_shadow_ngram(8, 8, 4);  // 4-token copies hold
+        for (int round = 0; round < 30; ++round) {
+            p->observe_shadow_ngram(8, 8, 4);  // 4-token copies hold
+            p->observe_shadow_ngram(8, 0, 1);  // 1-token copies fail at once
+        }
         for (int round = 0; round < 10; ++round) p->observe(auto_method::draft_model, 6, 6, 2, 0.05, 0.05);
     }
-    const auto_round r{0, 4, 4, 64};
+    const auto_round r{0, 4, 4, 64, 0, 4, 4};  // a 4-token match after a 4-token suffix
     const auto_choice chained = chaining.predict(auto_method::draft_model, r), alone = single.predict(auto_method::draft_model, r);
+    check(chained.chained == 4 && alone.chained == 0, "the held copy is chained: " + std::to_string(chained.chained));
     check(chained.predicted_tokens > alone.predicted_tokens + 2,
           "a held 4-token copy then the model predicts more tokens: " + std::to_string(chained.predicted_tokens) +
               " against " + std::to_string(alone.predicted_tokens));
+    const auto_round weak{0, 4, 1, 64, 0, 4, 1};  // the same match after a 1-token suffix
+    check(chaining.predict(auto_method::draft_model, weak).chained == 0, "a copy that fails at once is not chained");
     const double e = chaining.expected_chained_tokens(6, 4, 0.0, 4);
     check(e > chaining.expected_tokens(auto_method::ngram, 4, 0.0, 4) && e < 7, "chained E(6) past the copy's: " + std::to_string(e));
     check(near(chaining.expected_chained_tokens(6, 0), chaining.expected_tokens(auto_method::draft_model, 6)),

@@ -153,7 +153,7 @@ typedef struct specgen_generator_params {
     specgen_kv_type type_k;        /* KV cache key type (llama.cpp -ctk); default SPECGEN_KV_TYPE_F32 */
     specgen_kv_type type_v;        /* KV cache value type (llama.cpp -ctv); default SPECGEN_KV_TYPE_F32 */
     bool batch_draft_policy;       /* with 2+ sequences per step, draft lengths from the step cost model; default true */
-    bool ngram_chain;              /* with a draft model: an n-gram match starts each proposal, the model drafts on after it */
+    int32_t ngram_chain;           /* with a draft model: an n-gram match of >= N tokens starts a proposal, the model drafts on; 0: off */
 } specgen_generator_params;
 
 /* The defaults listed above. */

@@ -85,9 +85,9 @@ const std::vector<param_spec> kSpecs = {
      G::speculative},
     {"ngram_min", S::generator, T::integer, 1, 64, false, "", "1", "n-gram drafter: shortest suffix matched (<= ngram_max)",
      "--ngram-min", G::speculative},
-    {"ngram_chain", S::generator, T::flag, 0, 1, false, "", "false",
-     "with a draft model: an n-gram match starts the proposal, the draft model drafts on after it "
-     "(llama.cpp's --spec-type draft-simple,ngram-simple)",
+    {"ngram_chain", S::generator, T::integer, 0, 64, false, "", "0",
+     "with a draft model: an n-gram match of at least N tokens starts the proposal and the draft model drafts "
+     "on after it (llama.cpp's --spec-type draft-simple,ngram-simple); 0: off",
      "--ngram-chain", G::speculative},
     {"nanospec", S::generator, T::flag, 0, 1, false, "", "false", "draft head over the in-context vocabulary (NanoSpec)",
      "--nanospec", G::speculative},
@@ -351,7 +351,8 @@ void generator_params::validate() const {
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
     const bool draft_model_drafts = (neural && draft != "self") || (automatic && !draft_model.empty());
-    require(!ngram_chain || (draft_model_drafts && !ssd),
+    check("ngram_chain", ngram_chain);
+    require(ngram_chain == 0 || (draft_model_drafts && !ssd),
             "ngram_chain chains n-gram proposals before a draft model: it needs draft_kind model (or auto with "
             "draft_model), without ssd (got '" + std::string(draft.empty() ? "none" : draft) + "'" + (ssd ? ", ssd" : "") + ")");
     require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()),

@@ -1,6 +1,7 @@
 // The sequential speculator (speculative/sequential.h), make_speculator() and the speculator factory.
 #include "speculative/sequential.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "backend/backend.h"
@@ -34,7 +35,8 @@ sequential_speculator::sequential_speculator(const generator_params& params, con
     weights_ = t.draft ? t.draft : load_neural_weights(params, t.target, t.tok);
     vocab_ = make_draft_vocab(params, *weights_->m, t.target.hp().n_vocab);  // over the drafter's own head
     if (vocab_ && vocab_->grows()) nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, t.prefix, deferred_seed);
-    if (params.ngram_chain && weights_->own) chain_ = make_ngram_drafter(params.ngram_max, params.ngram_min);
+    if (params.ngram_chain > 0 && weights_->own)
+        chain_ = make_ngram_drafter(std::max(params.ngram_max, params.ngram_chain), params.ngram_chain);
     if (t.batch) {
         batch_ = t.batch;
         batched_ = std::make_unique<neural_drafter>(batch_->weights(), batch_->n_layers(), batch_->cache(), t.be,
@@ -69,7 +71,7 @@ void sequential_speculator::seed_prompt(int n, generation_stats& stats) {
 int sequential_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
 
 int sequential_speculator::chain(const std::vector<int32_t>& history, int n) {
-    if (!chain_) return 0;
+    if (!chain_ || !chain_allowed_) return 0;
     rng unused(0);  // a point-mass drafter draws nothing: the request's generator stays untouched
     chain_->propose(history, n, request_.sampling, 0.0f, unused, match_);
     const int m = int(match_.tokens.size());

@@ -38,8 +38,10 @@ public:
     void seed_prompt(int n, generation_stats& stats);
     // |S| of the drafter's head (0: the full head; auto's cost model reads it per candidate).
     int vocab_size() const;
-    // ngram_chain: the length of the n-gram match that starts the proposal in flight (0: none).
+    // ngram_chain: the length of the n-gram match that starts the proposal in flight (0: none), and
+    // whether the next proposal may start with one (auto decides per round; default: yes).
     int chained() const { return n_chained_; }
+    void allow_chain(bool on) { chain_allowed_ = on; }
     void end() override;
 
 private:
@@ -62,6 +64,7 @@ private:
     proposal match_, model_part_;
     std::vector<int32_t> chained_ctx_;
     int n_chained_ = 0;
+    bool chain_allowed_ = true;
 };
 
 }  // namespace specgen

@@ -39,9 +39,13 @@ public:
           draft_(draft_weights(params, t)),
           costs_(load_or_measure_costs(t.target, t.be, t.cache, params.model_path, params.n_threads, params.device,
                                        cost_source_, draft_ ? draft_->m : nullptr, params.draft_model)),
-          policy_(costs_, params.draft_max, true, draft_ && params.ngram_chain),
+          policy_(costs_, params.draft_max, true, draft_ && params.ngram_chain > 0),
           force_every_(force_switch_every()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
+        // The draft model candidate's chain (ngram_chain): the same lookup as its own, run here first so
+        // that the policy knows the match before it chooses.
+        if (draft_ && params.ngram_chain > 0)
+            chain_lookup_ = make_ngram_drafter(std::max(params.ngram_max, params.ngram_chain), params.ngram_chain);
         generator_params p = params;
         // The policy sets gamma every round; a candidate's own adaptation would cut it (rounds chosen
         // at g = 7 drafted 1 after a rejection, and the prediction counted 7).
@@ -111,6 +115,12 @@ public:
         shadow_->propose(history, std::min(draft_max_, room), request_.sampling, 0.0f, unused, shadow);
         shadow_tokens_ = shadow.tokens;
         shadow_order_ = shadow.ngram_order;
+        int chain_tokens = 0, chain_order = 0;
+        if (chain_lookup_) {
+            chain_lookup_->propose(history, std::min(draft_max_, room), request_.sampling, 0.0f, unused, chain_match_);
+            chain_tokens = int(chain_match_.tokens.size());
+            chain_order = chain_match_.ngram_order;
+        }
 
         // In a batched step the self drafter's forwards run one sequence after another while the
         // target's rows are batched: measured 0.94x plain decoding at 4 sequences, where n-gram lookup
@@ -119,7 +129,7 @@ public:
         // The first round is n-gram or plain: its tokens are the request's first, and a self-drafter
         // round would hold them back by g body forwards (~60-100 ms here) and S's seeding.
         n_model_ids_ = model_ ? model_->vocab_size() : 0;
-        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room, n_model_ids_};
+        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room, n_model_ids_, chain_tokens, chain_order};
         auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
         if (force_every_ > 0) {
             // self+nanospec, [draft model,] ngram, none, ...: the first round already drafts
@@ -160,9 +170,10 @@ public:
         // prompt) in its first call: beyond the one row a round of its own leaves, they are its catch-up.
         round_history_ = int64_t(history.size());
         catch_up_rows_ = c.method == auto_method::draft_model ? std::max<int64_t>(0, round_history_ - model_synced_ - 1) : 0;
+        // With ngram_chain the draft model's proposal starts with the n-gram match where the policy chose
+        // to (its rows join the model's first forward; a match that fills the round runs none).
+        if (model_) model_->allow_chain(c.chained > 0);
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), step, gen, out, stats);
-        // With ngram_chain the draft model's proposal may start with the n-gram match (its rows join the
-        // model's first forward; a match that fills the round runs none).
         chained_ = c.method == auto_method::draft_model ? model_->chained() : 0;
     }
 
@@ -236,6 +247,8 @@ private:
     auto_policy policy_;
     int force_every_;
     std::unique_ptr<drafter> shadow_;
+    std::unique_ptr<drafter> chain_lookup_;  // ngram_chain's lookup (null: the draft model never chains)
+    proposal chain_match_;
     std::array<std::unique_ptr<speculator>, kAutoMethods> candidates_{};  // [none] stays null
     sequential_speculator* self_ = nullptr;  // candidates_[self_nanospec]
     sequential_speculator* model_ = nullptr;  // candidates_[draft_model] (null: no draft model)

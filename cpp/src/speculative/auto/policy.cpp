@@ -259,24 +259,30 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
     const double plain = predict(auto_method::none, r, rate).score;
     auto_choice best_mean_choice;  // the g of the best mean merit: drafted when no g reaches plain's
     double best_optimistic = 0;
-    // A chaining draft model's round starts with the n-gram proposal (as much of it as g holds).
+    // A draft model round may start with the n-gram match (ngram_chain): as much of it as g holds, by the
+    // copy's rates and then the model's, priced by the model's rows and heads alone. Each g is tried both
+    // ways, so a match that predicts fewer tokens per second than the model alone is not chained.
+    const bool may_chain = m == auto_method::draft_model && model_chains_ && r.chain_tokens > 0;
     auto tokens = [&](int g, int chained, double z) {
-        return chained > 0 ? expected_chained_tokens(g, chained, z, r.ngram_order) : expected_tokens(m, g, z, r.ngram_order);
+        return chained > 0 ? expected_chained_tokens(g, chained, z, r.chain_order) : expected_tokens(m, g, z, r.ngram_order);
     };
     for (int g = 1; g <= g_max; ++g) {
-        const int chained = m == auto_method::draft_model && model_chains_ ? std::min(g, r.ngram_tokens) : 0;
-        auto_choice c;
-        c.method = m;
-        c.gamma = g;
-        c.predicted_tokens = tokens(g, chained, 0.0);
-        c.predicted_seconds = expected_seconds(m, g, n_ids, chained) * scale;
-        c.score = merit(c.predicted_tokens, c.predicted_seconds);
-        if (g == 1 || c.score > best_mean_choice.score) best_mean_choice = c;
-        if (c.score < plain) continue;
-        const double optimistic = merit(tokens(g, chained, kExplore), c.predicted_seconds);
-        if (best.gamma == 0 || optimistic > best_optimistic) {
-            best = c;
-            best_optimistic = optimistic;
+        for (int variant = 0; variant < (may_chain ? 2 : 1); ++variant) {
+            const int chained = variant == 0 ? 0 : std::min(g, r.chain_tokens);
+            auto_choice c;
+            c.method = m;
+            c.gamma = g;
+            c.chained = chained;
+            c.predicted_tokens = tokens(g, chained, 0.0);
+            c.predicted_seconds = expected_seconds(m, g, n_ids, chained) * scale;
+            c.score = merit(c.predicted_tokens, c.predicted_seconds);
+            if ((g == 1 && chained == 0) || c.score > best_mean_choice.score) best_mean_choice = c;
+            if (c.score < plain) continue;
+            const double optimistic = merit(tokens(g, chained, kExplore), c.predicted_seconds);
+            if (best.gamma == 0 || optimistic > best_optimistic) {
+                best = c;
+                best_optimistic = optimistic;
+            }
         }
     }
     return best.gamma > 0 ? best : best_mean_choice;

@@ -23,6 +23,7 @@ struct auto_choice {
     int gamma = 0;
     double predicted_tokens = 1;   // E[tokens per round]
     double predicted_seconds = 0;  // the round's predicted time (timing-corrected)
+    int chained = 0;               // a draft model round: the n-gram match's tokens it starts with (0: none)
     double score = 0;              // what choose() compares: the mean tokens per second (or gain) at gamma (predict())
     double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
 };
@@ -30,17 +31,20 @@ struct auto_choice {
 // What a round's choice depends on besides the outcomes so far.
 struct auto_round {
     int n_ids = 0;         // |S| now (the self drafter's)
-    int ngram_tokens = 0;  // the n-gram drafter's proposal for this round (its shadow): an n-gram round drafts no more,
-                           // and a chaining draft model (ngram_chain) starts with it
+    int ngram_tokens = 0;  // the n-gram drafter's proposal for this round (its shadow): an n-gram round drafts no more
     int ngram_order = 0;   // the length of the history suffix that proposal copied (0: none)
     int max_g = 0;         // the most tokens any round may draft now (the token budget and the context)
     int n_model_ids = 0;   // the draft model's head: |S| of its NanoSpec set, 0 for its full head
+    // ngram_chain: the match a draft model round may start with (at least ngram_chain tokens; 0: none), and
+    // the length of the history suffix it copied.
+    int chain_tokens = 0;
+    int chain_order = 0;
 };
 
 class auto_policy {
 public:
-    // model_chains: the draft model's rounds start with the n-gram proposal where there is one
-    // (ngram_chain, docs/ALGORITHMS.md section 6.1).
+    // model_chains: a draft model round may start with the n-gram match (auto_round::chain_tokens;
+    // ngram_chain, docs/ALGORITHMS.md section 6.1); predict() takes it where that predicts the better rate.
     auto_policy(const cost_model& costs, int draft_max, bool have_self, bool model_chains = false)
         : costs_(costs), draft_max_(draft_max), have_self_(have_self), model_chains_(model_chains) {}
 
