@@ -6,8 +6,11 @@ its first draft forward taking their rows. What must hold, with token-wise and b
    forward per position for all of them) and under draft="auto" with the draft model's rounds forced.
 2. Samples at T=1 follow the target: the chi-square on the first two tokens of a prompt whose first
    proposal is one chained token followed by one draft-model token (a one-hot q, then the model's q).
-3. The knob is the table's (Python keyword, the CLI's --ngram-chain and llama.cpp's --spec-type
-   draft-simple,ngram-simple), and asking for it without a draft model is an error.
+3. The knob is the table's (on by default: matches of 4+ tokens; the Python keyword, the CLI's
+   --ngram-chain N and llama.cpp's --spec-type draft-simple,ngram-simple); 0 turns it off, and drafters
+   other than a draft model ignore it.
+
+The tests chain matches of 1+ tokens (ngram_chain=1): the tiny models' text has few longer ones.
 
 Tiny random Gemma 3 models made here (test_draft_batch's pair: the draft is the target with one layer
 re-drawn, so drafts are partly accepted)."""
@@ -68,8 +71,11 @@ def test_greedy_identity_alone(pair, solo, verify):
     _assert_chained(results)
 
 
-def test_without_the_knob_nothing_is_chained(pair, solo):
-    with specgen.Generator(pair[0], draft=pair[1], n_threads=2, n_ctx=256) as g:
+def test_off_and_other_drafters_chain_nothing(pair, solo):
+    with specgen.Generator(pair[0], draft=pair[1], ngram_chain=0, n_threads=2, n_ctx=256) as g:
+        r = g.generate(PROMPTS[0], max_tokens=N, temperature=0, ignore_eos=True)
+    assert r.tokens == solo[0] and r.stats["n_drafted"] > 0 and r.stats["n_ngram_chained"] == 0
+    with specgen.Generator(pair[0], draft="ngram", ngram_chain=1, n_threads=2, n_ctx=256) as g:
         r = g.generate(PROMPTS[0], max_tokens=N, temperature=0, ignore_eos=True)
     assert r.tokens == solo[0] and r.stats["n_drafted"] > 0 and r.stats["n_ngram_chained"] == 0
 
@@ -135,12 +141,12 @@ def test_sampling_matches_target(pair, oracle, verify):
 
 # ---------------------------------------------------------------------------------------------------
 # 3. the knob in the front-ends
-def test_needs_a_draft_model(pair):
-    for kw in (dict(draft="ngram"), dict(draft="self"), dict(draft="auto"), dict()):
-        with pytest.raises(specgen.InvalidParameterError, match="ngram_chain chains n-gram proposals before a draft model"):
-            specgen.Generator(pair[0], ngram_chain=1, n_threads=1, n_ctx=64, **kw)
-    with pytest.raises(specgen.InvalidParameterError, match="without ssd"):
-        specgen.Generator(pair[0], draft=pair[1], ngram_chain=1, ssd=True, n_threads=2, n_ctx=64)
+def test_table_default_and_range(pair):
+    spec = next(s for s in specgen._core.param_specs() if s["name"] == "ngram_chain")
+    assert spec["default"] == "4" and spec["flags"] == ["--ngram-chain"]
+    for bad in (-1, 65):
+        with pytest.raises(specgen.InvalidParameterError, match="ngram_chain"):
+            specgen.Generator(pair[0], draft=pair[1], ngram_chain=bad, n_threads=1, n_ctx=64)
 
 
 def test_cli_spellings(pair, cli, solo):
@@ -148,11 +154,19 @@ def test_cli_spellings(pair, cli, solo):
             "--draft-p-min", "0"]
     plain = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
-    for extra in (["-md", pair[1], "--ngram-chain", "1"], ["-md", pair[1], "--spec-type", "draft-simple,ngram-simple"]):
+    for extra, chained in ((["-md", pair[1], "--ngram-chain", "1"], "matches of 1+ tokens"),
+                           (["-md", pair[1]], "matches of 4+ tokens"),  # the default
+                           (["-md", pair[1], "--spec-type", "draft-simple,ngram-simple"], "matches of 4+ tokens"),
+                           (["-md", pair[1], "--spec-type", "draft-simple"], None)):  # llama.cpp's draft alone
         r = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert r.stdout == plain.stdout
-        assert "ngram chained" in r.stderr and "n-gram tokens chained" in r.stderr, r.stderr
+        if chained:
+            assert f"ngram chained ({chained})" in r.stderr, r.stderr
+        else:
+            assert "ngram chained" not in r.stderr and "speculation: draft model" in r.stderr, r.stderr
+        if chained == "matches of 1+ tokens":
+            assert "n-gram tokens chained = " in r.stderr, r.stderr
     # llama.cpp's ngram-simple without a draft model is prompt lookup; a bad type is one line.
     r = subprocess.run(base + ["--spec-type", "ngram-simple"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout == plain.stdout and "speculation: ngram" in r.stderr, r.stderr

@@ -113,8 +113,8 @@ engine:
     u += R"(
 --draft takes a drafter kind; llama.cpp's --draft N (tokens per draft) is read as --draft-max N, with a
 note. llama.cpp's --spec-type draft-eagle3 -md HEAD is --draft-head HEAD; --spec-type draft-simple,ngram-simple
--md D is -md D --ngram-chain, and ngram-simple without -md is --draft ngram. A flag-type knob also takes
---no-<name>.
+-md D is -md D (n-gram matches chained, --ngram-chain), draft-simple alone is --ngram-chain 0, and
+ngram-simple without -md is --draft ngram. A flag-type knob also takes --no-<name>.
 )";
     return u;
 }
@@ -277,11 +277,11 @@ options parse_args(int argc, char** argv) {
         o.gen.draft_model.clear();
     }
     if (spec_draft && o.gen.draft_model.empty()) throw usage_error("--spec-type draft-simple needs the draft model: -md PATH");
-    if (spec_ngram && !o.gen.draft_model.empty()) {
-        // llama.cpp's draft-simple,ngram-simple: n-gram matches chained first, of the length measured to
-        // pay (docs/ALGORITHMS.md section 6.1) unless --ngram-chain says otherwise.
-        if (!given.count("ngram_chain")) o.gen.ngram_chain = generator_params::kChainedMatchTokens;
-    } else if (spec_ngram) {
+    if ((spec_draft || spec_ngram) && !o.gen.draft_model.empty() && !given.count("ngram_chain")) {
+        // llama.cpp runs the types listed: draft-simple,ngram-simple chains n-gram matches before the draft
+        // model (of the default length, docs/ALGORITHMS.md section 6.1), draft-simple alone does not.
+        o.gen.ngram_chain = spec_ngram ? generator_params{}.ngram_chain : 0;
+    } else if (spec_ngram && o.gen.draft_model.empty()) {
         if (given.count("draft_kind") && o.gen.draft_type != draft_kind::ngram)
             throw usage_error("give either --spec-type ngram-simple or --draft, not both");
         o.gen.draft_type = draft_kind::ngram;

@@ -85,7 +85,7 @@ const std::vector<param_spec> kSpecs = {
      G::speculative},
     {"ngram_min", S::generator, T::integer, 1, 64, false, "", "1", "n-gram drafter: shortest suffix matched (<= ngram_max)",
      "--ngram-min", G::speculative},
-    {"ngram_chain", S::generator, T::integer, 0, 64, false, "", "0",
+    {"ngram_chain", S::generator, T::integer, 0, 64, false, "", "4",
      "with a draft model: an n-gram match of at least N tokens starts the proposal and the draft model drafts "
      "on after it (llama.cpp's --spec-type draft-simple,ngram-simple); 0: off",
      "--ngram-chain", G::speculative},
@@ -350,11 +350,7 @@ void generator_params::validate() const {
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
-    const bool draft_model_drafts = (neural && draft != "self") || (automatic && !draft_model.empty());
-    check("ngram_chain", ngram_chain);
-    require(ngram_chain == 0 || (draft_model_drafts && !ssd),
-            "ngram_chain chains n-gram proposals before a draft model: it needs draft_kind model (or auto with "
-            "draft_model), without ssd (got '" + std::string(draft.empty() ? "none" : draft) + "'" + (ssd ? ", ssd" : "") + ")");
+    check("ngram_chain", ngram_chain);  // a draft model's (on by default): the other drafters ignore it
     require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()),
             "nanospec/frspec choose a draft LM head: they need draft_kind self or model (got '" +
                 std::string(draft.empty() ? "none" : draft) + "')");
