@@ -112,8 +112,9 @@ engine:
     u += table_section(param_group::speculative);
     u += R"(
 --draft takes a drafter kind; llama.cpp's --draft N (tokens per draft) is read as --draft-max N, with a
-note. llama.cpp's --spec-type draft-eagle3 -md HEAD is --draft-head HEAD. A flag-type knob also takes
---no-<name>.
+note. llama.cpp's --spec-type draft-eagle3 -md HEAD is --draft-head HEAD; --spec-type draft-simple,ngram-simple
+-md D is -md D (n-gram matches chained, --ngram-chain), draft-simple alone is --ngram-chain 0, and
+ngram-simple without -md is --draft ngram. A flag-type knob also takes --no-<name>.
 )";
     return u;
 }
@@ -172,12 +173,24 @@ options parse_args(int argc, char** argv) {
         if (v.empty() || *end != '\0' || n < 0 || n > 1000000) throw usage_error(f + " expects a layer count >= 0, got " + quoted(v));
         o.n_gpu_layers = int(n);
     });
-    bool spec_eagle3 = false;
+    bool spec_eagle3 = false, spec_draft = false, spec_ngram = false;
     add({"--spec-type"}, [&](const std::string& f, const std::string& v) {
-        // llama.cpp's spelling of an EAGLE-3 head: --spec-type draft-eagle3 -md HEAD (= --draft-head HEAD).
-        if (v != "draft-eagle3")
-            throw usage_error(f + " takes draft-eagle3 here (with -md HEAD; other drafters: --draft), got " + quoted(v));
-        spec_eagle3 = true;
+        // llama.cpp's spellings: --spec-type draft-eagle3 -md HEAD (= --draft-head HEAD); a comma list of
+        // draft-simple (the -md draft model) and ngram-simple (n-gram lookup; with -md chained before the
+        // draft model: --ngram-chain).
+        for (size_t at = 0; at <= v.size();) {
+            const size_t comma = std::min(v.find(',', at), v.size());
+            const std::string type = v.substr(at, comma - at);
+            at = comma + 1;
+            if (type == "draft-eagle3") spec_eagle3 = true;
+            else if (type == "draft-simple") spec_draft = true;
+            else if (type == "ngram-simple") spec_ngram = true;
+            else
+                throw usage_error(f + " takes draft-eagle3 (with -md HEAD) or draft-simple / ngram-simple, comma-separated, "
+                                      "here (other drafters: --draft), got " + quoted(v));
+        }
+        if (spec_eagle3 && (spec_draft || spec_ngram))
+            throw usage_error(f + " draft-eagle3 chains with no other type here, got " + quoted(v));
     });
     add_switch({"-h", "--help"}, [&] { o.show_help = true; });
     add_switch({"--version"}, [&] { o.show_version = true; });
@@ -262,6 +275,16 @@ options parse_args(int argc, char** argv) {
         if (given.count("draft_head")) throw usage_error("give either --draft-head or --spec-type draft-eagle3 -md, not both");
         o.gen.draft_head = o.gen.draft_model;
         o.gen.draft_model.clear();
+    }
+    if (spec_draft && o.gen.draft_model.empty()) throw usage_error("--spec-type draft-simple needs the draft model: -md PATH");
+    if ((spec_draft || spec_ngram) && !o.gen.draft_model.empty() && !given.count("ngram_chain")) {
+        // llama.cpp runs the types listed: draft-simple,ngram-simple chains n-gram matches before the draft
+        // model (of the default length, docs/ALGORITHMS.md section 6.1), draft-simple alone does not.
+        o.gen.ngram_chain = spec_ngram ? generator_params{}.ngram_chain : 0;
+    } else if (spec_ngram && o.gen.draft_model.empty()) {
+        if (given.count("draft_kind") && o.gen.draft_type != draft_kind::ngram)
+            throw usage_error("give either --spec-type ngram-simple or --draft, not both");
+        o.gen.draft_type = draft_kind::ngram;
     }
     if (!o.gen.draft_model.empty() && given.count("draft_kind") && o.gen.draft_type != draft_kind::model &&
         o.gen.draft_type != draft_kind::automatic)

@@ -86,6 +86,7 @@ std::string describe_speculation(const generator_params& g) {
     s += ", draft_max " + std::to_string(g.draft_max) + ", draft_min " + std::to_string(g.draft_min);
     if (g.draft_type == draft_kind::self) s += ", self_layers " + std::to_string(g.self_layers);
     if (g.nanospec) s += ", nanospec";
+    if (g.ngram_chain > 0) s += ", ngram chained (matches of " + std::to_string(g.ngram_chain) + "+ tokens)";
     if (g.frspec) s += ", frspec " + std::to_string(g.frspec);
     if (g.ssd)
         s += ", ssd (fanout " + std::to_string(g.ssd_fanout) + ", backup " +
@@ -115,6 +116,9 @@ void print_stats(const request& gen, double load_ms, uint64_t seed) {
                      s.mean_accepted_length());
         std::fprintf(stderr, "specgen: draft time = %.2f ms, verify time = %.2f ms\n", s.draft_seconds * 1e3,
                      s.verify_seconds * 1e3);
+        if (s.n_ngram_chained > 0)
+            std::fprintf(stderr, "specgen: n-gram tokens chained = %lld, accepted = %lld\n", (long long)s.n_ngram_chained,
+                         (long long)s.n_ngram_chained_accepted);
         if (s.ssd_hits + s.ssd_misses > 0)
             std::fprintf(stderr,
                          "specgen: ssd hit rate = %.2f%% (%lld/%lld), branches = %lld, target wait = %.2f ms, "

@@ -140,7 +140,10 @@ class Generator:
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_p_min`` stops drafting before a position whose drafter top probability is below it (None
     or -1: 0.5 with a NanoSpec head, off otherwise); ``draft_adaptive`` shrinks gamma after rejections
-    and grows it back after full acceptances.
+    and grows it back after full acceptances. ``ngram_chain=N`` (with a draft model, also auto's) starts a
+    round's proposal with the n-gram lookup's match where it finds one of at least N tokens, and the draft
+    model drafts on after it (llama.cpp's chained spec types, lossless; 0: off; docs/ALGORITHMS.md
+    section 6.1).
 
     Every range, default and message comes from the engine's parameter table
     (``specgen._core.param_specs()``): a keyword left at None takes the table's default;
@@ -197,6 +200,7 @@ class Generator:
         self_layers: Optional[int] = None,
         ngram_max: Optional[int] = None,
         ngram_min: Optional[int] = None,
+        ngram_chain: Optional[int] = None,
         nanospec: Optional[bool] = None,
         nanospec_capacity: Optional[int] = None,
         nanospec_topk: Optional[int] = None,
@@ -240,7 +244,7 @@ class Generator:
         given = dict(n_ctx=n_ctx, n_threads=n_threads, n_threads_draft=n_threads_draft, verify=verify,
                      draft_max=draft_max, draft_min=draft_min, draft_p_min=draft_p_min,
                      draft_adaptive=draft_adaptive, self_layers=self_layers, ngram_max=ngram_max,
-                     ngram_min=ngram_min, nanospec=nanospec, nanospec_capacity=nanospec_capacity,
+                     ngram_min=ngram_min, ngram_chain=ngram_chain, nanospec=nanospec, nanospec_capacity=nanospec_capacity,
                      nanospec_topk=nanospec_topk, frspec=frspec, reuse_draft_hidden=reuse_draft_hidden, ssd=ssd,
                      ssd_fanout=ssd_fanout, ssd_fanout_schedule=ssd_fanout_schedule, ssd_backup=ssd_backup,
                      ssd_budget=ssd_budget, saguaro_c=saguaro_c, n_parallel=n_parallel, max_queued=max_queued,
@@ -258,10 +262,10 @@ class Generator:
             p.draft_head = os.fspath(draft_head)
         # Cross-field rules (ssd/nanospec need a neural drafter, draft_min <= draft_max, ...) before
         # a draft model is looked up.
-        if kind == "auto" and draft_ref is not None:  # auto with a draft model candidate (its reference for now)
-            p.set_draft(_core.DraftKind.auto, os.fspath(draft_ref))
+        if kind in ("auto", "model") and draft_ref is not None:  # a draft model (its reference for now)
+            p.set_draft(getattr(_core.DraftKind, kind), os.fspath(draft_ref))
         else:
-            p.set_draft(getattr(_core.DraftKind, "self" if kind == "model" else kind))
+            p.set_draft(getattr(_core.DraftKind, kind))
         p.validate()
         if kind == "model" or (kind == "auto" and draft_ref is not None):
             p.set_draft(getattr(_core.DraftKind, kind), self._resolve_draft(draft_ref, cache_dir))

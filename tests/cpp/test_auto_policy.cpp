@@ -13,6 +13,9 @@
 //    stays, the predicted round shrinks towards a plain one and yields fewer tokens.
 //  - S is seeded from all kept prompt rows for a long request, from the last few for a short one,
 //    and not at all when the request is too short to repay the head's time over 8 rows.
+//  - A chaining draft model's round (ngram_chain) is priced by its own rows and heads only, predicted
+//    by the copy's rates and then the model's, chosen only where that beats the model alone, and its
+//    rounds count for the model only past a copy that held.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -212,6 +215,49 @@ void test_seed_rows_by_remaining_tokens() {
     check(policy.seed_rows(slow, r, 1000, 64) == 0, "a self drafter slower than plain decoding seeds nothing");
 }
 
+void test_chained_draft_model_rounds() {
+    cost_model costs = reference_costs();
+    costs.draft_forward = {0.004, 0.0045, 0.005, 0.0055, 0.006, 0.0065, 0.007, 0.0075, 0.008};
+    costs.draft_head_full = 0.002;
+    const double d1 = 0.004, h = 0.002, t7 = costs.verify_seconds(7);
+    auto near = [](double a, double b) { return a > b - 1e-12 && a < b + 1e-12; };
+    check(near(costs.round_seconds(auto_method::draft_model, 6, 0), 6 * (d1 + h) + t7), "6 drafted tokens: 6 rows and heads");
+    check(near(costs.round_seconds(auto_method::draft_model, 6, 0, 2), 0.005 + 3 * d1 + 4 * h + t7),
+          "2 chained of 6: the first forward takes 3 rows, 4 heads");
+    check(near(costs.round_seconds(auto_method::draft_model, 6, 0, 6), costs.round_seconds(auto_method::ngram, 6, 0)),
+          "a match that fills the round costs an n-gram round");
+
+    auto_policy chaining(costs, 8, true, true), single(costs, 8, true);
+    for (auto_policy* p : {&chaining, &single}) {
+        p->begin(prompt(), 0.0f);
+        for (int round = 0; round < 30; ++round) {
+            p->observe_shadow_ngram(8, 8, 4);  // 4-token copies hold
+            p->observe_shadow_ngram(8, 0, 1);  // 1-token copies fail at once
+        }
+        for (int round = 0; round < 10; ++round) p->observe(auto_method::draft_model, 6, 6, 2, 0.05, 0.05);
+    }
+    const auto_round r{0, 4, 4, 64, 0, 4, 4};  // a 4-token match after a 4-token suffix
+    const auto_choice chained = chaining.predict(auto_method::draft_model, r), alone = single.predict(auto_method::draft_model, r);
+    check(chained.chained == 4 && alone.chained == 0, "the held copy is chained: " + std::to_string(chained.chained));
+    check(chained.predicted_tokens > alone.predicted_tokens + 2,
+          "a held 4-token copy then the model predicts more tokens: " + std::to_string(chained.predicted_tokens) +
+              " against " + std::to_string(alone.predicted_tokens));
+    const auto_round weak{0, 4, 1, 64, 0, 4, 1};  // the same match after a 1-token suffix
+    check(chaining.predict(auto_method::draft_model, weak).chained == 0, "a copy that fails at once is not chained");
+    const double e = chaining.expected_chained_tokens(6, 4, 0.0, 4);
+    check(e > chaining.expected_tokens(auto_method::ngram, 4, 0.0, 4) && e < 7, "chained E(6) past the copy's: " + std::to_string(e));
+    check(near(chaining.expected_chained_tokens(6, 0), chaining.expected_tokens(auto_method::draft_model, 6)),
+          "nothing chained: the model's E");
+
+    // A copy rejected at its third token never reached the model's tokens: its counts stay.
+    const double before = chaining.acceptance(auto_method::draft_model);
+    chaining.observe(auto_method::draft_model, 8, 8, 2, 0.05, 0.05, 4);
+    check(near(chaining.acceptance(auto_method::draft_model), before), "a failed copy is not the model's rejection");
+    // One that held: the model drafted 4 and 4 were accepted.
+    chaining.observe(auto_method::draft_model, 8, 8, 8, 0.05, 0.05, 4);
+    check(chaining.acceptance(auto_method::draft_model) > before, "the model's own 4 accepted tokens count");
+}
+
 int main(int, char**) {
     test_ngram_positions_by_match_order();
     test_later_positions_carry_over();
@@ -221,6 +267,7 @@ int main(int, char**) {
     test_draft_stops_are_not_rejections();
     test_stops_are_the_requests_own();
     test_seed_rows_by_remaining_tokens();
+    test_chained_draft_model_rounds();
     if (failures) {
         std::fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

@@ -153,6 +153,8 @@ typedef struct specgen_generator_params {
     specgen_kv_type type_k;        /* KV cache key type (llama.cpp -ctk); default SPECGEN_KV_TYPE_F32 */
     specgen_kv_type type_v;        /* KV cache value type (llama.cpp -ctv); default SPECGEN_KV_TYPE_F32 */
     bool batch_draft_policy;       /* with 2+ sequences per step, draft lengths from the step cost model; default true */
+    int32_t ngram_chain;           /* with a draft model: an n-gram match of >= N tokens starts a proposal, the model drafts
+                                      on; 0: off; default 4 */
     /* Added with EAGLE-3 draft heads: */
     const char * draft_head;       /* an EAGLE-3 draft head GGUF (llama.cpp's eagle3 layout) drafting from the
                                       target's hidden states, with draft_kind NONE, or AUTO (one more
@@ -283,6 +285,8 @@ typedef struct specgen_stats {
     int64_t auto_n_switches;           /* draft auto: rounds whose method differs from the previous round's */
     int64_t n_draft_forwards;          /* draft model: draft forwards that ran this request's rows */
     int64_t n_draft_batch_sequences;   /* draft model: sum over them of the sequences each ran (the mean draft batch) */
+    int64_t n_ngram_chained;           /* ngram_chain: n-gram tokens that started a draft model's proposals (part of n_drafted) */
+    int64_t n_ngram_chained_accepted;  /* ngram_chain: those accepted (part of n_accepted) */
     /* Per draft position i < n_positions: rounds that drafted / accepted position i. */
     int32_t n_positions;               /* <= SPECGEN_MAX_DRAFT (draft_max is at most 64) */
     int64_t drafted_at[SPECGEN_MAX_DRAFT];

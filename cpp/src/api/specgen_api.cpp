@@ -221,6 +221,7 @@ specgen_generator_params specgen_generator_default_params(void) {
     p.type_k = SPECGEN_KV_TYPE_F32;
     p.type_v = SPECGEN_KV_TYPE_F32;
     p.batch_draft_policy = d.batch_draft_policy;
+    p.ngram_chain = d.ngram_chain;
     p.draft_head = nullptr;
     return p;
 }
@@ -254,6 +255,7 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.n_parallel = p.n_parallel;
         gp.max_queued = p.max_queued;
         gp.batch_draft_policy = p.batch_draft_policy;
+        gp.ngram_chain = p.ngram_chain;
         if (p.draft_head) gp.draft_head = p.draft_head;  // validate() refuses the drafters it excludes
         for (auto [c, out, name] : {std::tuple{p.type_k, &gp.type_k, "type_k"}, std::tuple{p.type_v, &gp.type_v, "type_v"}}) {
             switch (c) {

@@ -70,6 +70,7 @@ void assign_param_text(const param_spec& s, const std::string& text, const std::
     else if (name == "self_layers") g.self_layers = i;
     else if (name == "ngram_max") g.ngram_max = i;
     else if (name == "ngram_min") g.ngram_min = i;
+    else if (name == "ngram_chain") g.ngram_chain = i;
     else if (name == "nanospec_capacity") g.nanospec_capacity = i;
     else if (name == "nanospec_topk") g.nanospec_topk = i;
     else if (name == "frspec") g.frspec = i;

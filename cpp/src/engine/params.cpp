@@ -85,6 +85,10 @@ const std::vector<param_spec> kSpecs = {
      G::speculative},
     {"ngram_min", S::generator, T::integer, 1, 64, false, "", "1", "n-gram drafter: shortest suffix matched (<= ngram_max)",
      "--ngram-min", G::speculative},
+    {"ngram_chain", S::generator, T::integer, 0, 64, false, "", "4",
+     "with a draft model: an n-gram match of at least N tokens starts the proposal and the draft model drafts "
+     "on after it (llama.cpp's --spec-type draft-simple,ngram-simple); 0: off",
+     "--ngram-chain", G::speculative},
     {"nanospec", S::generator, T::flag, 0, 1, false, "", "false", "draft head over the in-context vocabulary (NanoSpec)",
      "--nanospec", G::speculative},
     {"nanospec_capacity", S::generator, T::integer, 16, 1 << 20, false, "", "3072", "most ids in the NanoSpec vocabulary",
@@ -349,6 +353,7 @@ void generator_params::validate() const {
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
     require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
+    check("ngram_chain", ngram_chain);  // a draft model's (on by default): the other drafters ignore it
     require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()) || (nanospec && !draft_head.empty()),
             "nanospec/frspec choose a draft LM head: they need draft_kind self or model, or (nanospec) a draft_head (got '" +
                 std::string(draft.empty() ? "none" : draft) + "')");

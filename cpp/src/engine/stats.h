@@ -46,7 +46,9 @@ namespace specgen {
     X(double, auto_predicted_tokens_per_second, auto_predicted_tokens_per_second, "draft auto: the cost model's predicted decode tokens/s over the rounds (docs/ALGORITHMS.md section 8)") \
     X(int64_t, auto_n_switches, auto_n_switches, "draft auto: rounds whose method differs from the previous round's") \
     X(int64_t, n_draft_forwards, n_draft_forwards, "draft model: forward passes of the draft model that ran this request's rows") \
-    X(int64_t, n_draft_batch_sequences, n_draft_batch_sequences, "draft model: sum over those forwards of the sequences each ran (/ n_draft_forwards: the mean draft batch)")
+    X(int64_t, n_draft_batch_sequences, n_draft_batch_sequences, "draft model: sum over those forwards of the sequences each ran (/ n_draft_forwards: the mean draft batch)") \
+    X(int64_t, n_ngram_chained, n_ngram_chained, "ngram_chain: n-gram tokens that started a draft model's proposals (part of n_drafted)") \
+    X(int64_t, n_ngram_chained_accepted, n_ngram_chained_accepted, "ngram_chain: those accepted (part of n_accepted)")
 
 // X(name, doc): values derived from the counters (methods of generation_stats).
 #define SPECGEN_STATS_DERIVED(X)                                                                      \
@@ -106,6 +108,9 @@ struct generation_stats {
     // Batched drafting with a draft model (speculative/draft_batch.h)
     int64_t n_draft_forwards = 0;         // draft forwards that ran this request's rows
     int64_t n_draft_batch_sequences = 0;  // sum over them of the sequences each one ran
+    // n-gram tokens chained before a draft model's (params.ngram_chain, docs/ALGORITHMS.md section 6.1)
+    int64_t n_ngram_chained = 0;           // proposed (part of n_drafted)
+    int64_t n_ngram_chained_accepted = 0;  // accepted (part of n_accepted)
 
     // Reused rows cost nothing: counting them made a cached prompt "prefill" at billions of tokens/s.
     // The prompt's last token is forwarded by the first decode step, not by the prefill, so a prompt

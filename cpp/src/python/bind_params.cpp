@@ -137,6 +137,7 @@ void bind_params(nb::module_& m) {
         .def_rw("self_layers", &generator_params::self_layers)
         .def_rw("ngram_max", &generator_params::ngram_max)
         .def_rw("ngram_min", &generator_params::ngram_min)
+        .def_rw("ngram_chain", &generator_params::ngram_chain)
         .def_rw("nanospec", &generator_params::nanospec)
         .def_rw("nanospec_capacity", &generator_params::nanospec_capacity)
         .def_rw("nanospec_topk", &generator_params::nanospec_topk)

@@ -50,11 +50,22 @@ void draft_batch::run() {
     for (size_t b = 0; b < jobs_.size(); ++b) {
         state& s = states_[b];
         s.j = jobs_[b];
-        s.j.out->clear();
+        proposal& out = *s.j.out;
+        out.clear();
         s.work.assign(s.j.history->begin(), s.j.history->end());
-        s.n = std::min(s.j.n, cache_.n_ctx() - int(s.work.size()));
+        // The context before the proposal bounds it, as in neural_drafter::draft().
+        s.n = std::min(s.j.n, cache_.n_ctx() - (int(s.work.size()) - s.j.chained));
         if (s.n <= 0) continue;
-        if (s.j.out->q.size() < size_t(s.n)) s.j.out->q.resize(size_t(s.n));
+        if (s.j.chained > s.n) {  // never from the speculator (its n bounds the match), but keep q's size
+            s.work.resize(s.work.size() - size_t(s.j.chained - s.n));
+            s.j.chained = s.n;
+        }
+        if (out.q.size() < size_t(s.n)) out.q.resize(size_t(s.n));
+        for (auto x = s.work.end() - s.j.chained; x != s.work.end(); ++x) {
+            out.q[out.tokens.size()].set_point_mass(*x);
+            out.tokens.push_back(*x);
+        }
+        if (int(out.tokens.size()) >= s.n) continue;  // the match fills the draft: no draft forward
         int keep = s.j.drafter->keep_prefix(s.work);
         // A long catch-up (the prompt after admission) runs alone in chunks first, as
         // neural_drafter::forward does: it bounds the forward's scratch. The last rows join the batch.

@@ -42,10 +42,14 @@ public:
     // One sequence's draft of this step: up to n tokens after history (its last token pending), into out
     // (out.tokens cleared, out.q sized); none kept when fewer than draft_min. Adds its share of the
     // draft time to stats. Everything referenced lives until run() returns.
+    // chained > 0 (ngram_chain, docs/ALGORITHMS.md section 6.1): history's last `chained` tokens are an
+    // n-gram match that starts the proposal as point masses, counted in n; the model drafts on after them,
+    // and its first forward takes their rows with the rows its cache lacks.
     struct job {
         neural_drafter* drafter = nullptr;
         const std::vector<int32_t>* history = nullptr;
         int n = 0;
+        int chained = 0;
         int draft_min = 0;
         float p_min = 0;
         const sampling_params* sampling = nullptr;

@@ -1,6 +1,7 @@
 // The sequential speculator (speculative/sequential.h), make_speculator() and the speculator factory.
 #include "speculative/sequential.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "backend/backend.h"
@@ -35,6 +36,8 @@ sequential_speculator::sequential_speculator(const generator_params& params, con
     weights_ = t.draft ? t.draft : load_neural_weights(params, t.target, t.tok);
     vocab_ = make_draft_vocab(params, *weights_->m, t.target.hp().n_vocab);  // over the drafter's own head
     if (vocab_ && vocab_->grows()) nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, t.prefix, deferred_seed);
+    if (params.ngram_chain > 0 && weights_->own)
+        chain_ = make_ngram_drafter(std::max(params.ngram_max, params.ngram_chain), params.ngram_chain);
     if (t.batch) {
         batch_ = t.batch;
         batched_ = std::make_unique<neural_drafter>(batch_->weights(), batch_->n_layers(), batch_->cache(), t.be,
@@ -52,6 +55,7 @@ void sequential_speculator::begin(const std::vector<int32_t>& prompt, const spec
                                   step_context& step, generation_stats& stats) {
     request_ = request;
     length_.reset();
+    n_chained_ = 0;
     if (drafter_) drafter_->begin(prompt);
     else batched_->reset();
     if (nanospec_) nanospec_->begin(prompt, request.n_cached, step.n_sequences, stats);
@@ -69,25 +73,66 @@ void sequential_speculator::seed_prompt(int n, generation_stats& stats) {
 }
 int sequential_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
 
+int sequential_speculator::chain(const std::vector<int32_t>& history, int n) {
+    if (!chain_ || !chain_allowed_) return 0;
+    rng unused(0);  // a point-mass drafter draws nothing: the request's generator stays untouched
+    chain_->propose(history, n, request_.sampling, 0.0f, unused, match_);
+    const int m = int(match_.tokens.size());
+    if (m > 0) {
+        chained_ctx_.assign(history.begin(), history.end());
+        chained_ctx_.insert(chained_ctx_.end(), match_.tokens.begin(), match_.tokens.end());
+    }
+    return m;
+}
+
 void sequential_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen,
                                     proposal& out, generation_stats& stats) {
     out.clear();
+    n_chained_ = 0;
     const int n = length_.limit(max_n);
     if (n <= 0) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    // ngram_chain: the match's tokens x_1..x_m are the proposal's first, point masses (the lookup is a
+    // function of the history); the model drafts x_{m+1}.. after them, each with its own q (section 6.1).
+    const int m = chain(history, n);
+    n_chained_ = m;
+    const std::vector<int32_t>& ctx = m > 0 ? chained_ctx_ : history;
     if (batch_) {
-        batch_->join({batched_.get(), &history, n, length_.min(), p_min_, &request_.sampling, &gen, &out, &stats});
+        stats.draft_seconds += seconds_since(t0);
+        batch_->join({batched_.get(), &ctx, n, m, length_.min(), p_min_, &request_.sampling, &gen, &out, &stats});
         if (step.drafts != batch_) batch_->run();  // the engine does not batch this step: draft alone now
         return;
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    drafter_->propose(history, n, request_.sampling, p_min_, gen, out);
+    bool model_drafted = true;
+    if (m == 0) {
+        drafter_->propose(history, n, request_.sampling, p_min_, gen, out);
+    } else {
+        out.tokens.assign(match_.tokens.begin(), match_.tokens.end());
+        if (out.q.size() < size_t(n)) out.q.resize(size_t(n));
+        for (int i = 0; i < m; ++i) out.q[size_t(i)].set_point_mass(out.tokens[size_t(i)]);
+        if (n > m) {
+            // The model's first forward takes the match's rows with any it lacks (one forward).
+            drafter_->propose(ctx, n - m, request_.sampling, p_min_, gen, model_part_);
+            for (size_t i = 0; i < model_part_.tokens.size(); ++i) {
+                out.tokens.push_back(model_part_.tokens[i]);
+                std::swap(out.q[size_t(m) + i], model_part_.q[i]);
+            }
+        } else {
+            model_drafted = false;  // the match fills the draft
+        }
+    }
     stats.draft_seconds += seconds_since(t0);
-    stats.draft_head_seconds += drafter_->head_seconds();
+    if (model_drafted) stats.draft_head_seconds += drafter_->head_seconds();
     if (length_.keep(int(out.tokens.size())) == 0) out.tokens.clear();
 }
 
 void sequential_speculator::observe(const verify_outcome& v, step_context&, generation_stats& stats) {
     length_.update(v.gamma, v.n_accepted);
+    if (n_chained_ > 0 && v.gamma > 0) {
+        stats.n_ngram_chained += std::min(n_chained_, v.gamma);
+        stats.n_ngram_chained_accepted += std::min(n_chained_, v.n_accepted);
+    }
+    n_chained_ = 0;
     if (nanospec_) nanospec_->observe(v, nullptr, stats);
     else if (vocab_) stats.vocab_set_size = vocab_->size();
 }

@@ -2,6 +2,8 @@
 // thread before each verification, its draft vocabulary S (NanoSpec grows it: speculative/nanospec.h;
 // FR-Spec keeps it static) and the adaptive draft length. Over a draft model it drafts through the
 // factory's draft_batch (speculation_target::batch): one draft forward per position for every slot.
+// With params.ngram_chain a draft model's proposal starts with the n-gram match of the history, where
+// there is one, and the model drafts on after it (docs/ALGORITHMS.md section 6.1).
 #pragma once
 #include <memory>
 #include <vector>
@@ -36,9 +38,17 @@ public:
     void seed_prompt(int n, generation_stats& stats);
     // |S| of the drafter's head (0: the full head; auto's cost model reads it per candidate).
     int vocab_size() const;
+    // ngram_chain: the length of the n-gram match that starts the proposal in flight (0: none), and
+    // whether the next proposal may start with one (auto decides per round; default: yes).
+    int chained() const { return n_chained_; }
+    void allow_chain(bool on) { chain_allowed_ = on; }
     void end() override;
 
 private:
+    // The n-gram match that starts this round's proposal (ngram_chain): its length (0: none), the
+    // history + match in chained_ctx_.
+    int chain(const std::vector<int32_t>& history, int n);
+
     float p_min_;
     draft_length length_;
     speculation_request request_;
@@ -48,6 +58,13 @@ private:
     std::unique_ptr<drafter> drafter_;               // drafting alone (null when batched_ drafts)
     draft_batch* batch_ = nullptr;                   // a draft model's shared batch (speculative/draft_batch.h)
     std::unique_ptr<neural_drafter> batched_;        // this slot's drafter over the batch's cache
+    // ngram_chain (a draft model only): the lookup, the context it leaves the model (history + match),
+    // the model's part of a proposal drafted alone, and the match length of the round in flight.
+    std::unique_ptr<drafter> chain_;
+    proposal match_, model_part_;
+    std::vector<int32_t> chained_ctx_;
+    int n_chained_ = 0;
+    bool chain_allowed_ = true;
 };
 
 }  // namespace specgen

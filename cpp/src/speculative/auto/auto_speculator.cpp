@@ -62,9 +62,13 @@ public:
           costs_(load_or_measure_costs(t.target, t.be, t.cache, params.model_path, params.n_threads, params.device,
                                        cost_source_, draft_ ? draft_->m : nullptr, params.draft_model,
                                        head_weights_.get(), params.draft_head)),
-          policy_(costs_, params.draft_max, true),
+          policy_(costs_, params.draft_max, true, draft_ && params.ngram_chain > 0),
           force_every_(force_switch_every()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
+        // The draft model candidate's chain (ngram_chain): the same lookup as its own, run here first so
+        // that the policy knows the match before it chooses.
+        if (draft_ && params.ngram_chain > 0)
+            chain_lookup_ = make_ngram_drafter(std::max(params.ngram_max, params.ngram_chain), params.ngram_chain);
         generator_params p = params;
         // The policy sets gamma every round; a candidate's own adaptation would cut it (rounds chosen
         // at g = 7 drafted 1 after a rejection, and the prediction counted 7).
@@ -144,6 +148,7 @@ public:
                  generation_stats& stats) override {
         t_round_ = clock_type::now();
         out.clear();
+        chained_ = 0;
         const int room = std::max(0, max_n);  // the most any round may draft now
         // The n-gram drafter's proposal is free: run it every round to score n-gram acceptance.
         shadow_tokens_.clear();
@@ -152,6 +157,12 @@ public:
         shadow_->propose(history, std::min(draft_max_, room), request_.sampling, 0.0f, unused, shadow);
         shadow_tokens_ = shadow.tokens;
         shadow_order_ = shadow.ngram_order;
+        int chain_tokens = 0, chain_order = 0;
+        if (chain_lookup_) {
+            chain_lookup_->propose(history, std::min(draft_max_, room), request_.sampling, 0.0f, unused, chain_match_);
+            chain_tokens = int(chain_match_.tokens.size());
+            chain_order = chain_match_.ngram_order;
+        }
 
         // In a batched step the self drafter's forwards run one sequence after another while the
         // target's rows are batched: measured 0.94x plain decoding at 4 sequences, where n-gram lookup
@@ -161,7 +172,8 @@ public:
         // round would hold them back by g body forwards (~60-100 ms here) and S's seeding.
         n_model_ids_ = model_ ? model_->vocab_size() : 0;
         n_head_ids_ = head_ ? head_->vocab_size() : 0;
-        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room, n_model_ids_, n_head_ids_};
+        const auto_round round{int(n_ids_), n_shadow,     shadow_order_, room,
+                               n_model_ids_, n_head_ids_, chain_tokens,  chain_order};
         auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
         if (force_every_ > 0) {
             // self+nanospec, [draft model,] [draft head,] ngram, none, ...: the first round already drafts
@@ -202,7 +214,11 @@ public:
         // prompt) in its first call: beyond the one row a round of its own leaves, they are its catch-up.
         round_history_ = int64_t(history.size());
         catch_up_rows_ = c.method == auto_method::draft_model ? std::max<int64_t>(0, round_history_ - model_synced_ - 1) : 0;
+        // With ngram_chain the draft model's proposal starts with the n-gram match where the policy chose
+        // to (its rows join the model's first forward; a match that fills the round runs none).
+        if (model_) model_->allow_chain(c.chained > 0);
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), step, gen, out, stats);
+        chained_ = c.method == auto_method::draft_model ? model_->chained() : 0;
     }
 
     void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override {
@@ -218,21 +234,23 @@ public:
         const bool stopped = current_ == auto_method::self_nanospec && v.gamma < choice_.gamma;
         const bool by_model = current_ == auto_method::draft_model;
         const int round_ids = by_model ? n_model_ids_ : current_ == auto_method::draft_head ? n_head_ids_ : int(n_ids_);
+        const int chained = by_model ? std::min(chained_, v.gamma) : 0;
+        const bool model_forwarded = by_model && v.gamma > chained;  // a match that fills the round runs no draft forward
         double predicted = stopped ? costs_.stopped_round_seconds(v.gamma, int(n_ids_))
-                                   : costs_.round_seconds(current_, v.gamma, round_ids);
+                                   : costs_.round_seconds(current_, v.gamma, round_ids, chained);
         // Its catch-up forward is part of this round's time: within the rows the calibration measured it
         // is predicted with them; a longer one (the prompt, at its first round: 200 rows took 3x their
         // linear extrapolation on the Qwen2.5-Coder pair, and the timing correction then held the draft
         // model below plain decoding for the rest of the request) leaves the round untimed.
-        if (by_model && catch_up_rows_ > 0) {
-            const int rows = int(catch_up_rows_) + 1;
+        if (model_forwarded && catch_up_rows_ > 0) {
+            const int rows = int(catch_up_rows_) + 1 + chained;
             predicted = rows <= int(costs_.draft_forward.size())
-                            ? predicted + costs_.draft_forward_seconds(rows) - costs_.draft_forward_seconds(1)
+                            ? predicted + costs_.draft_forward_seconds(rows) - costs_.draft_forward_seconds(1 + chained)
                             : 0;  // policy_.observe() times no round predicted at 0
         }
         // Its cache now holds the history and x_1..x_{g-1}, of which x_1..x_k stay on the path.
-        if (by_model && v.gamma > 0) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
-        policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted);
+        if (model_forwarded) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
+        policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted, chained);
         n_ids_ = stats.vocab_set_size;
         n_emitted_ += v.n_accepted + 1;
         // Shadow n-gram score: how much of its proposal the emitted tokens x_1..x_k, y confirm.
@@ -275,6 +293,8 @@ private:
     auto_policy policy_;
     int force_every_;
     std::unique_ptr<drafter> shadow_;
+    std::unique_ptr<drafter> chain_lookup_;  // ngram_chain's lookup (null: the draft model never chains)
+    proposal chain_match_;
     std::array<std::unique_ptr<speculator>, kAutoMethods> candidates_{};  // [none] stays null
     sequential_speculator* self_ = nullptr;  // candidates_[self_nanospec]
     sequential_speculator* model_ = nullptr;  // candidates_[draft_model] (null: no draft model)
@@ -287,6 +307,7 @@ private:
     int64_t model_synced_ = 0;              // history rows the draft model's cache holds on the path
     int64_t round_history_ = 0;             // this round's history length
     int64_t catch_up_rows_ = 0;             // rows the draft model forwards this round beyond its one
+    int chained_ = 0;                       // ngram_chain: the n-gram tokens that start its proposal this round
     speculation_request request_;
     std::vector<int32_t> shadow_tokens_;
     int shadow_order_ = 0;

@@ -18,7 +18,10 @@
 // SPECGEN_AUTO_FORCE_SWITCH=k (a test hook) cycles self+nanospec, [draft model,] [draft head,] ngram, none every k
 // rounds regardless of the prediction (gamma still from the cost model).
 //
-// n-gram proposals are not chained before the draft model: a round drafts with one method.
+// With params.ngram_chain a draft model round may start with the n-gram match of at least ngram_chain
+// tokens, the model drafting on after it (docs/ALGORITHMS.md sections 6.1 and 8.3): the policy scores
+// each g with and without the copy (its rows ride the model's first forward; its tokens are predicted
+// by the n-gram rates of its match order) and tells the candidate which it chose.
 //
 // SSD is not a candidate: it pays only when the drafter and the target do not share memory
 // bandwidth (a drafter on another device); auto's drafters always run on the target's device, where

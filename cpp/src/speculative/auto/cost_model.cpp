@@ -31,7 +31,7 @@ double cost_model::verify_seconds(int rows) const { return extrapolate(verify, r
 double cost_model::head_seconds(int rows) const { return extrapolate(head_full, rows); }
 double cost_model::draft_forward_seconds(int rows) const { return extrapolate(draft_forward, rows); }
 
-double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
+double cost_model::round_seconds(auto_method m, int g, int n_ids, int chained) const {
     if (g <= 0 || m == auto_method::none) return verify_seconds(1);
     switch (m) {
         case auto_method::ngram:  // lookup costs microseconds; the target verifies g + 1 rows
@@ -40,10 +40,17 @@ double cost_model::round_seconds(auto_method m, int g, int n_ids) const {
             // g + 1 body rows (the last one for the hand-over), g heads over S; the verification
             // then runs only the full head over the g + 1 handed-over rows (section 4.7).
             return self_round_seconds(g + 1, g, n_ids);
-        case auto_method::draft_model:
+        case auto_method::draft_model: {
             // g draft rows (the first one also forwards the token the last verdict emitted, which a
-            // steady run forwards in the same call) and g heads; the target verifies g + 1 rows.
-            return g * (draft_forward_seconds(1) + draft_head_seconds(n_ids)) + verify_seconds(g + 1);
+            // steady run forwards in the same call) and g heads; the target verifies g + 1 rows. With c
+            // chained n-gram tokens the model drafts g - c: its first forward takes c + 1 rows, and a
+            // match that fills the round runs no draft forward.
+            const int c = std::clamp(chained, 0, g);
+            const double drafting = c == g ? 0
+                                           : draft_forward_seconds(c + 1) + (g - c - 1) * draft_forward_seconds(1) +
+                                                 (g - c) * draft_head_seconds(n_ids);
+            return drafting + verify_seconds(g + 1);
+        }
         case auto_method::draft_head:
             // g head outputs (the seed row's, then one per drafted row), g head rows (g - 1 drafted ones,
             // and about one context row per emitted token written after the verdict); the target

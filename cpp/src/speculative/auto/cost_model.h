@@ -55,8 +55,10 @@ struct cost_model {
     }
 
     // One round of `m` drafting g tokens (g = 0: a plain round), |S| = n_ids (the method's own S; for the
-    // draft model and the EAGLE-3 head 0 means its full head): draft + verify seconds.
-    double round_seconds(auto_method m, int g, int n_ids) const;
+    // draft model and the EAGLE-3 head 0 means its full head): draft + verify seconds. chained: the draft
+    // model's first tokens that are an n-gram match (ngram_chain, docs/ALGORITHMS.md section 6.1): their
+    // rows join its first forward and take no head.
+    double round_seconds(auto_method m, int g, int n_ids, int chained = 0) const;
     // A self-drafter round that stopped after g drafted tokens (its top probability below draft_p_min):
     // its last body row and head over S ran for the position it did not draft.
     double stopped_round_seconds(int g, int n_ids) const;

@@ -157,6 +157,16 @@ double auto_policy::expected_tokens(auto_method m, int g, double z, int ngram_or
     return e;
 }
 
+double auto_policy::expected_chained_tokens(int g, int chained, double z, int ngram_order) const {
+    const int c = std::clamp(chained, 0, g);
+    if (c == 0) return expected_tokens(auto_method::draft_model, g, z);
+    // E = E_ngram(c) + P(the c copied tokens all held) (E_model(g - c) - 1): after an accepted copy the
+    // model drafts from a context it has not seen fail, so its positions count from its first.
+    const double copied = expected_tokens(auto_method::ngram, c, z, ngram_order);
+    const double all_held = copied - expected_tokens(auto_method::ngram, c - 1, z, ngram_order);
+    return copied + all_held * (expected_tokens(auto_method::draft_model, g - c, z) - 1);
+}
+
 double auto_policy::kept_continuation(int k) const {
     // Prior 1: no stop until one is seen.
     const later_positions& d = carried_[regime_].self_drafting;
@@ -185,8 +195,8 @@ double auto_policy::draft_continuation(auto_method m, int k, double z) const {
     return std::clamp(1 - (1 - kept) * hazard, 0.0, 1.0);
 }
 
-double auto_policy::expected_seconds(auto_method m, int g, int n_ids) const {
-    if (m != auto_method::self_nanospec || g <= 0) return costs_.round_seconds(m, g, n_ids);
+double auto_policy::expected_seconds(auto_method m, int g, int n_ids, int chained) const {
+    if (m != auto_method::self_nanospec || g <= 0) return costs_.round_seconds(m, g, n_ids, chained);
     // The drafter stops before position j + 1 when its top probability there is below draft_p_min,
     // and goes on with rate d_j. The round's time is the mean over where it stops: a stop after j
     // tokens verifies j + 1 rows, and its last row and head over S ran for nothing but the stop.
@@ -257,19 +267,30 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
     const double plain = predict(auto_method::none, r, rate).score;
     auto_choice best_mean_choice;  // the g of the best mean merit: drafted when no g reaches plain's
     double best_optimistic = 0;
+    // A draft model round may start with the n-gram match (ngram_chain): as much of it as g holds, by the
+    // copy's rates and then the model's, priced by the model's rows and heads alone. Each g is tried both
+    // ways, so a match that predicts fewer tokens per second than the model alone is not chained.
+    const bool may_chain = m == auto_method::draft_model && model_chains_ && r.chain_tokens > 0;
+    auto tokens = [&](int g, int chained, double z) {
+        return chained > 0 ? expected_chained_tokens(g, chained, z, r.chain_order) : expected_tokens(m, g, z, r.ngram_order);
+    };
     for (int g = 1; g <= g_max; ++g) {
-        auto_choice c;
-        c.method = m;
-        c.gamma = g;
-        c.predicted_tokens = expected_tokens(m, g, 0.0, r.ngram_order);
-        c.predicted_seconds = expected_seconds(m, g, n_ids) * scale;
-        c.score = merit(c.predicted_tokens, c.predicted_seconds);
-        if (g == 1 || c.score > best_mean_choice.score) best_mean_choice = c;
-        if (c.score < plain) continue;
-        const double optimistic = merit(expected_tokens(m, g, kExplore, r.ngram_order), c.predicted_seconds);
-        if (best.gamma == 0 || optimistic > best_optimistic) {
-            best = c;
-            best_optimistic = optimistic;
+        for (int variant = 0; variant < (may_chain ? 2 : 1); ++variant) {
+            const int chained = variant == 0 ? 0 : std::min(g, r.chain_tokens);
+            auto_choice c;
+            c.method = m;
+            c.gamma = g;
+            c.chained = chained;
+            c.predicted_tokens = tokens(g, chained, 0.0);
+            c.predicted_seconds = expected_seconds(m, g, n_ids, chained) * scale;
+            c.score = merit(c.predicted_tokens, c.predicted_seconds);
+            if ((g == 1 && chained == 0) || c.score > best_mean_choice.score) best_mean_choice = c;
+            if (c.score < plain) continue;
+            const double optimistic = merit(tokens(g, chained, kExplore), c.predicted_seconds);
+            if (best.gamma == 0 || optimistic > best_optimistic) {
+                best = c;
+                best_optimistic = optimistic;
+            }
         }
     }
     return best.gamma > 0 ? best : best_mean_choice;
@@ -301,7 +322,8 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
     return recent > best.score ? best_of(recent) : best;
 }
 
-void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds) {
+void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds,
+                          int chained) {
     // An exact cost model times rounds by its predictions only, so that no choice depends on the clock.
     const double round_seconds = costs_.exact ? predicted_seconds : seconds;
     if (round_seconds > 0) {
@@ -310,7 +332,13 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
     }
     // The n-gram drafter is scored by its shadow every round. The acceptance counts are over the
     // drafted tokens; where the self drafter stopped short of gamma is counted apart (its continuation
-    // rates, draft_continuation()).
+    // rates, draft_continuation()). A chained copy is the shadow's too: the draft model's counts are
+    // over its own tokens after it, in the rounds that reached them (every copied token accepted).
+    if (chained > 0) {
+        const bool reached = n_accepted >= chained && drafted > chained;
+        drafted = reached ? drafted - chained : 0;
+        n_accepted = reached ? n_accepted - chained : 0;
+    }
     if (drafted > 0 && m != auto_method::ngram) count_round(m, drafted, n_accepted);
     if (drafted > 0 && m == auto_method::self_nanospec) {
         carried& c = carried_[regime_];

@@ -23,6 +23,7 @@ struct auto_choice {
     int gamma = 0;
     double predicted_tokens = 1;   // E[tokens per round]
     double predicted_seconds = 0;  // the round's predicted time (timing-corrected)
+    int chained = 0;               // a draft model round: the n-gram match's tokens it starts with (0: none)
     double score = 0;              // what choose() compares: the mean tokens per second (or gain) at gamma (predict())
     double tokens_per_second() const { return predicted_seconds > 0 ? predicted_tokens / predicted_seconds : 0; }
 };
@@ -35,11 +36,18 @@ struct auto_round {
     int max_g = 0;         // the most tokens any round may draft now (the token budget and the context)
     int n_model_ids = 0;   // the draft model's head: |S| of its NanoSpec set, 0 for its full head
     int n_head_ids = 0;    // the EAGLE-3 head's output: |S| of its NanoSpec set, 0 for its draft vocabulary
+    // ngram_chain: the match a draft model round may start with (at least ngram_chain tokens; 0: none), and
+    // the length of the history suffix it copied.
+    int chain_tokens = 0;
+    int chain_order = 0;
 };
 
 class auto_policy {
 public:
-    auto_policy(const cost_model& costs, int draft_max, bool have_self) : costs_(costs), draft_max_(draft_max), have_self_(have_self) {}
+    // model_chains: a draft model round may start with the n-gram match (auto_round::chain_tokens;
+    // ngram_chain, docs/ALGORITHMS.md section 6.1); predict() takes it where that predicts the better rate.
+    auto_policy(const cost_model& costs, int draft_max, bool have_self, bool model_chains = false)
+        : costs_(costs), draft_max_(draft_max), have_self_(have_self), model_chains_(model_chains) {}
 
     // A request starts: priors from the prompt and the temperature.
     void begin(const std::vector<int32_t>& prompt, float temperature);
@@ -55,8 +63,11 @@ public:
     auto_choice predict(auto_method m, const auto_round& r, double rate = 0) const;
     // A round of `m` chosen at `gamma` drafted `drafted` tokens (fewer: the drafter stopped below
     // draft_p_min), accepted n_accepted of them and took `seconds` (propose to verdict);
-    // predicted_seconds: what the cost model said the drafted round would take.
-    void observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds);
+    // predicted_seconds: what the cost model said the drafted round would take. chained: the round's first
+    // tokens were an n-gram match (a chaining draft model), scored by the shadow: m's own counts start
+    // after them, when they were all accepted.
+    void observe(auto_method m, int gamma, int drafted, int n_accepted, double seconds, double predicted_seconds,
+                 int chained = 0);
     // Shadow evaluation of the n-gram drafter (free to run): its proposal, copied after a suffix of
     // `order` tokens, matched the first n_matched of `gamma` emitted tokens.
     void observe_shadow_ngram(int gamma, int n_matched, int order);
@@ -67,10 +78,14 @@ public:
     // position by the order it matched at); z > 0: each p_j taken z standard errors up (the
     // optimistic estimate that picks g).
     double expected_tokens(auto_method m, int g, double z = 0.0, int ngram_order = 0) const;
+    // The same for a chaining draft model's round of g tokens whose first `chained` are the n-gram
+    // proposal (copied after a suffix of ngram_order tokens): the n-gram's rates over those, then the
+    // draft model's as from its first position.
+    double expected_chained_tokens(int g, int chained, double z = 0.0, int ngram_order = 0) const;
     // Predicted seconds of a round of `m` chosen at g (n_ids: the method's own S, cost_model::round_seconds):
     // for the self drafter the mean over where it stops drafting (below draft_p_min), from how often it
     // went on at each position so far.
-    double expected_seconds(auto_method m, int g, int n_ids) const;
+    double expected_seconds(auto_method m, int g, int n_ids, int chained = 0) const;
     // How many of the `kept` prompt rows to seed S from before the self-drafter round `self` (0: none
     // yet), with `remaining` tokens left in the request's budget; share: the seed head's share of the
     // full head's rows (speculation_request::seed_share).
@@ -109,6 +124,7 @@ private:
     const cost_model& costs_;
     int draft_max_;
     bool have_self_;
+    bool model_chains_;
     std::array<tracker, kAutoMethods> t_{};  // per request (begin() resets them)
     // This request's tokens and seconds over its last rounds (decayed per round): its recent rate.
     double recent_tokens_ = 0, recent_seconds_ = 0;
