@@ -172,8 +172,8 @@ public:
         // round would hold them back by g body forwards (~60-100 ms here) and S's seeding.
         n_model_ids_ = model_ ? model_->vocab_size() : 0;
         n_head_ids_ = head_ ? head_->vocab_size() : 0;
-        const auto_round round{int(n_ids_), n_shadow,     shadow_order_, room,
-                               n_model_ids_, n_head_ids_, chain_tokens,  chain_order};
+        const auto_round round{int(n_ids_), n_shadow, shadow_order_, room,
+                               n_model_ids_, n_head_ids_, chain_tokens, chain_order};
         auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
         if (force_every_ > 0) {
             // self+nanospec, [draft model,] [draft head,] ngram, none, ...: the first round already drafts
