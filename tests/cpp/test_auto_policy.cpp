@@ -236,13 +236,15 @@ void test_chained_draft_model_rounds() {
         }
         for (int round = 0; round < 10; ++round) p->observe(auto_method::draft_model, 6, 6, 2, 0.05, 0.05);
     }
-    const auto_round r{0, 4, 4, 64, 0, 4, 4};  // a 4-token match after a 4-token suffix
+    auto_round r{0, 4, 4, 64};  // a 4-token match after a 4-token suffix
+    r.chain_tokens = 4, r.chain_order = 4;
     const auto_choice chained = chaining.predict(auto_method::draft_model, r), alone = single.predict(auto_method::draft_model, r);
     check(chained.chained == 4 && alone.chained == 0, "the held copy is chained: " + std::to_string(chained.chained));
     check(chained.predicted_tokens > alone.predicted_tokens + 2,
           "a held 4-token copy then the model predicts more tokens: " + std::to_string(chained.predicted_tokens) +
               " against " + std::to_string(alone.predicted_tokens));
-    const auto_round weak{0, 4, 1, 64, 0, 4, 1};  // the same match after a 1-token suffix
+    auto_round weak = r;  // the same match after a 1-token suffix
+    weak.ngram_order = 1, weak.chain_order = 1;
     check(chaining.predict(auto_method::draft_model, weak).chained == 0, "a copy that fails at once is not chained");
     const double e = chaining.expected_chained_tokens(6, 4, 0.0, 4);
     check(e > chaining.expected_tokens(auto_method::ngram, 4, 0.0, 4) && e < 7, "chained E(6) past the copy's: " + std::to_string(e));
