@@ -46,12 +46,15 @@ def test_auto_nanospec_gives_the_draft_model_candidate_its_nanospec_head():
         pair.parse_configs("ngram:nanospec")
 
 
-def test_draft_ssd_runs_the_draft_model_concurrently():
+def test_draft_ssd_and_nochain_options():
     (c,) = pair.parse_configs("draft:ssd")
     kw = pair._generator_kwargs(c, "d.gguf", 2, 512)
     assert (kw["draft"], kw["ssd"]) == ("d.gguf", True)
     assert "ssd" not in pair._generator_kwargs(pair.parse_configs("draft")[0], "d.gguf", 2, 512)
-    for bad in ("ngram:ssd", "auto:ssd"):
+    (c,) = pair.parse_configs("draft:nochain")
+    assert pair._generator_kwargs(c, "d.gguf", 2, 512)["ngram_chain"] == 0
+    assert "ngram_chain" not in pair._generator_kwargs(pair.parse_configs("draft")[0], "d.gguf", 2, 512)
+    for bad in ("ngram:ssd", "auto:ssd", "ngram:nochain"):
         with pytest.raises(ValueError, match="unknown option"):
             pair.parse_configs(bad)
 

@@ -11,7 +11,8 @@ Configurations (``-c``, comma-separated; ``@0`` / ``@1`` after a name limits it 
   with the draft model when the engine accepts it, else plain auto, and the result says so);
   ``auto:nanospec`` (auto whose draft model candidate drafts over its NanoSpec head); ``draft:ssd``
   (SSD / Saguaro: the draft model drafts the next round while the target verifies, the cores split
-  between them).
+  between them); ``nochain`` on draft / auto: n-gram matches do not start the draft model's proposals
+  (ngram_chain=0; the engine's default chains matches of 4+ tokens).
   Options ``gN`` (draft_max) and ``fixed`` (no adaptive gamma) apply to the drafting ones.
 - llama-server: ``llama`` (plain); ``llama:draft`` (``-md D --spec-type draft-simple`` at its default
   n-max); ``llama:draft:nN``; ``llama:draft:best`` (the n-max that decoded fastest in a short greedy sweep
@@ -61,6 +62,7 @@ class PairConfig:
     verify: str = "block"
     nanospec: bool = False
     ssd: bool = False                # specgen draft: SSD / Saguaro
+    chain: bool = True               # specgen draft / auto: the engine's default ngram_chain; False: 0
     draft_max: Optional[int] = None  # specgen gN
     adaptive: bool = True            # specgen: False with "fixed"
     n_max: Optional[int] = None      # llama-server --spec-draft-n-max (None: its default)
@@ -105,7 +107,7 @@ def parse_configs(text: str) -> List[PairConfig]:
         if head not in SPECGEN_KINDS:
             raise ValueError(f"unknown pair config {raw!r}: expected plain, draft[:token|:nanospec], ngram, auto, "
                              "llama or llama:draft[:nN|:best]")
-        verify, nanospec, ssd, gamma, adaptive = "block", False, False, None, True
+        verify, nanospec, ssd, chain, gamma, adaptive = "block", False, False, True, None, True
         for o in parts[1:]:
             if head == "plain":
                 raise ValueError(f"pair config {raw!r}: plain takes no options")
@@ -115,13 +117,15 @@ def parse_configs(text: str) -> List[PairConfig]:
                 nanospec = True
             elif o == "ssd" and head == "draft":
                 ssd = True
+            elif o == "nochain" and head in ("draft", "auto"):
+                chain = False
             elif o == "fixed":
                 adaptive = False
             elif o.startswith("g") and o[1:].isdigit() and int(o[1:]) >= 1:
                 gamma = int(o[1:])
             else:
                 raise ValueError(f"pair config {raw!r}: unknown option {o!r}")
-        out.append(PairConfig(name=spec, engine="specgen", kind=head, verify=verify, nanospec=nanospec, ssd=ssd,
+        out.append(PairConfig(name=spec, engine="specgen", kind=head, verify=verify, nanospec=nanospec, ssd=ssd, chain=chain,
                               draft_max=gamma, adaptive=adaptive, temps=temps))
     names = [c.name for c in out]
     if len(set(names)) != len(names):
@@ -216,6 +220,8 @@ def _generator_kwargs(c: PairConfig, draft: str, threads: int, n_ctx: int) -> Di
         kw.update(draft=draft, verify=c.verify, nanospec=c.nanospec)
         if c.ssd:
             kw["ssd"] = True
+    if c.kind in ("draft", "auto") and not c.chain:
+        kw["ngram_chain"] = 0
     elif c.kind == "ngram":
         kw.update(draft="ngram", verify=c.verify)
     elif c.kind == "auto":
