@@ -90,7 +90,7 @@ template <class B>
 struct kernel_legacy {
     static constexpr int block_elems = QK;
     static constexpr size_t record_bytes = kRows16 * sizeof(B);
-    static constexpr int max_tile = 8;
+    static constexpr int max_tile = 16;  // a verification of draft_max 8 (9 rows) in one tile
 
     using prep = rows16_prep_legacy;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
@@ -131,7 +131,7 @@ template <bool FIFTH_BIT>
 struct kernel_q4_5_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = FIFTH_BIT ? kRows16Q5kRecord : kRows16Q4kRecord;
-    static constexpr int max_tile = 8;  // a 5-row verification in one tile: 4 + 1 unpacked every record twice
+    static constexpr int max_tile = 16;  // verifications of up to 16 rows unpack each record once
 
     using prep = rows16_prep_q4_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
@@ -190,7 +190,7 @@ struct kernel_q4_5_k {
 struct kernel_q6_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = kRows16Q6kRecord;
-    static constexpr int max_tile = 8;  // 4 weight vectors a sub-block: 8 tokens' sums still fit in registers
+    static constexpr int max_tile = 16;  // 4 weight vectors a sub-block: 16 tokens' sums still fit in registers
 
     using prep = rows16_prep_q6_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
