@@ -39,6 +39,11 @@ def test_trace_has_one_consistent_line_per_round(model_path, tmp_path, monkeypat
         for reach in (tok, blk):
             assert np.all((reach >= 0) & (reach <= 1 + 1e-12))
             assert np.all(np.diff(reach) <= 1e-12)  # P(n_accepted >= i) cannot grow with i
+        assert x["p_next"] > 0  # the emitted token was drawn from a distribution over p's support
+        if x["accepted"] == g_:
+            assert x["q_next"] == -1  # a bonus: no proposal row
+        else:  # a correction, from (rho p - q)+ with rho <= 1 (rho = 1 token-wise): p > q there
+            assert x["p_next"] > x["q_next"] >= 0
         if g_ == 0:  # the budget left no room to draft: a line with empty lists
             continue
         # the whole draft: block's min(1, r_g / M_{g-1}) is never below the product of the clipped ratios

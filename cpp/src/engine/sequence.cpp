@@ -150,8 +150,7 @@ void sequence::finish_round(const float* logits) {
                                                    proposal_.q.data(), rng_, &row_stats_);
     stats_.verify_seconds += seconds_since(t_verify);
     if (target_.trace && slot_->spec)
-        target_.trace->record(target_.verify, method_, proposal_.tokens.data(), gamma, p_.data(), proposal_.q.data(),
-                              vr.n_accepted);
+        target_.trace->record(target_.verify, method_, proposal_.tokens.data(), gamma, p_.data(), proposal_.q.data(), vr);
     if (slot_->spec) {
         stats_.n_rounds += 1;
         stats_.n_drafted += gamma;

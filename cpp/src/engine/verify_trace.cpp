@@ -36,10 +36,14 @@ void append_list(std::string& out, const char* key, const std::vector<double>& v
 }  // namespace
 
 void verify_trace::record(verifier& ver, verify_method used, const int32_t* draft, int32_t gamma,
-                          const token_dist* p, const token_dist* q, int32_t n_accepted) {
-    char head[96];
-    std::snprintf(head, sizeof head, "{\"method\":\"%s\",\"gamma\":%d,\"accepted\":%d",
-                  used == verify_method::block ? "block" : "token", int(gamma), int(n_accepted));
+                          const token_dist* p, const token_dist* q, const verify_result& result) {
+    const int32_t k = result.n_accepted, y = result.next_token;
+    const double q_next = k < gamma ? double(q[k].prob_of(y)) : -1.0;
+    char head[192];
+    std::snprintf(head, sizeof head,
+                  "{\"method\":\"%s\",\"gamma\":%d,\"accepted\":%d,\"next\":%d,\"p_next\":%.9g,\"q_next\":%.9g",
+                  used == verify_method::block ? "block" : "token", int(gamma), int(k), int(y),
+                  double(p[k].prob_of(y)), q_next);
     line_ = head;
     reach_.resize(size_t(gamma));
     for (int32_t i = 0; i < gamma; ++i)  // q_i(x_i) > 0: the verifier checked it
