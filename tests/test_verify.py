@@ -285,6 +285,57 @@ def test_block_accepts_at_least_token_wise(V, g):
 
 
 # ---------------------------------------------------------------------------------------------------
+# the exact acceptance per draft (specgen.verify.reach, what $SPECGEN_VERIFY_TRACE logs per round)
+@pytest.mark.parametrize("V,g,q_kind,p_kind", CASES, ids=CASE_IDS)
+def test_reach_is_the_exact_acceptance_of_each_draft(V, g, q_kind, p_kind):
+    """For every draft x, reach(method)[i] = P(n_accepted > i | x) of the spec's enumerator. Averaged
+    over x ~ q, the sums are each rule's expected accepted length, and block's P(n_accepted > i) is
+    token-wise's at i = 0 (both sum min(p_1, q_1)) and never below it after (for one draft it can be)."""
+    P, Q = make_case(V, g, q_kind, p_kind)
+    Pf, Qf = f32(P), f32(Q)
+    mean = {"token": np.zeros(g), "block": np.zeros(g)}
+    for x in itertools.product(range(V), repeat=g):
+        ps = [Pf[node(V, x[:i])] for i in range(g + 1)]
+        qs = [Qf[node(V, x[:i])] for i in range(g)]
+        qx = [qs[i][x[i]] for i in range(g)]
+        prob_draft = math.prod(qx)
+        if prob_draft == 0:
+            continue
+        px = [ps[i][x[i]] for i in range(g)]
+        p_rows = np.stack([P[node(V, x[:i])] for i in range(g + 1)])
+        q_rows = np.stack([Q[node(V, x[:i])] for i in range(g)])
+        for m in mean:
+            p_k = np.zeros(g + 1)
+            for k, w in _round_outcomes(m, ps, qs, px, qx, g):
+                p_k[k] += w.sum()
+            want = p_k[::-1].cumsum()[::-1][1:]  # P(n_accepted >= i + 1)
+            got = sv.reach(m, p_rows, q_rows, x)
+            assert got.shape == (g,)
+            assert np.abs(got - want).max() < 1e-5, (m, x)  # the C++ reads float32 rows unrenormalised
+            mean[m] += prob_draft * got
+    for m in mean:
+        assert mean[m].sum() == pytest.approx(mean_accepted(exact_round(m, P, Q, V, g), V, g), abs=1e-5)
+    assert mean["block"][0] == pytest.approx(mean["token"][0], abs=1e-6)
+    assert np.all(mean["block"] >= mean["token"] - 1e-6)
+
+
+def test_reach_by_hand():
+    """Two positions, V = 2: token-wise stops at the first unlikely token; block lets the likely
+    second token rescue it (r_2 = 0.5 * 2 = 1 = M_1, so the whole draft is accepted surely). With a
+    second unlikely token instead, block accepts less of this one draft: h_1 = 0, as q_2 >= p_2 / 2."""
+    p = np.array([[0.25, 0.75], [0.0, 1.0], [0.5, 0.5]], np.float32)
+    q = np.array([[0.5, 0.5], [0.5, 0.5]], np.float32)
+    assert sv.reach("token", p, q, [0, 1]) == pytest.approx([0.5, 0.5])
+    assert sv.reach("block", p, q, [0, 1]) == pytest.approx([1.0, 1.0])
+    p2 = np.array([[0.25, 0.75], [0.25, 0.75], [0.5, 0.5]], np.float32)
+    assert sv.reach("token", p2, q, [0, 0]) == pytest.approx([0.5, 0.25])
+    assert sv.reach("block", p2, q, [0, 0]) == pytest.approx([0.25, 0.25])
+    assert sv.reach("block", p[:1], np.zeros((0, 2)), []).shape == (0,)
+    with pytest.raises(InvalidParameterError, match="q_1"):
+        sv.reach("block", p, np.array([[1.0, 0.0], [0.5, 0.5]]), [1, 1])
+
+
+# ---------------------------------------------------------------------------------------------------
 # greedy: both sides point masses
 @pytest.mark.parametrize("method", ["token", "block"])
 @pytest.mark.parametrize("q_kind", ["full", "point_mass"])

@@ -20,8 +20,9 @@ import numpy as np
 
 from specgen._core import Rng
 from specgen._core import verify_dense as _verify_dense
+from specgen._core import verify_reach as _verify_reach
 
-__all__ = ["Rng", "token", "block", "verify", "simulate"]
+__all__ = ["Rng", "token", "block", "verify", "reach", "simulate"]
 
 RngLike = Union[int, Rng]
 
@@ -58,6 +59,17 @@ def verify(method: str, p, q, draft, rng: RngLike, with_stats: bool = False):
     if with_stats:
         return n, y, np.asarray(stats, dtype=np.float64).reshape(-1, 3)
     return n, y
+
+
+def reach(method: str, p, q, draft) -> np.ndarray:
+    """How far ``method`` accepts this draft, exactly, in expectation over its coins: float64 [g] with
+    entry i = P(n_accepted >= i + 1 | draft), so ``reach(...).sum()`` is E[n_accepted | draft]."""
+    p = _rows(p, "p")
+    draft = np.ascontiguousarray(draft, dtype=np.int32).reshape(-1)
+    q = np.asarray(q, dtype=np.float32)
+    if q.size == 0:
+        q = np.zeros((0, p.shape[1]), dtype=np.float32)
+    return np.asarray(_verify_reach(method, p, _rows(q, "q"), draft), dtype=np.float64)
 
 
 def token(p, q, draft, rng: RngLike) -> Tuple[int, int]:

@@ -46,10 +46,12 @@ generator::generator(const generator_params& params) : params_(params), verifier
     cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     verifier_ = verifier(model_->hp().n_vocab);
     head_ = make_target_head(params_, *eval_, *backend_, *tokenizer_);
+    trace_ = verify_trace::from_env();
     const char* check = std::getenv("SPECGEN_CHECK_REUSE");
     const bool check_reuse = check && *check && std::string(check) != "0";
     target_ = std::make_unique<loaded_target>(
-        loaded_target{params_, *model_, *tokenizer_, *backend_, *eval_, *cache_, verifier_, *head_, check_reuse});
+        loaded_target{params_, *model_, *tokenizer_, *backend_, *eval_, *cache_, verifier_, *head_, check_reuse,
+                      trace_.get()});
     sched_ = std::make_shared<scheduler>(*target_);  // builds one speculator per slot, starts the engine thread
 }
 

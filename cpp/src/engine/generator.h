@@ -26,6 +26,7 @@
 #include "engine/params.h"
 #include "engine/request.h"
 #include "engine/stats.h"
+#include "engine/verify_trace.h"
 #include "model/model.h"
 #include "speculative/verify/verify.h"
 #include "tokenizer/tokenizer.h"
@@ -88,6 +89,7 @@ private:
     std::unique_ptr<kv_cache> cache_;
     verifier verifier_;
     std::unique_ptr<target_head> head_;  // the speculators' head service
+    std::unique_ptr<verify_trace> trace_;  // $SPECGEN_VERIFY_TRACE, null when unset
     std::unique_ptr<loaded_target> target_;  // the parts above, lent to the engine
     std::shared_ptr<scheduler> sched_;  // last: its engine thread uses everything above
 };

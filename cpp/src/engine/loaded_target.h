@@ -13,6 +13,7 @@ class evaluator;
 class kv_cache;
 class verifier;
 class target_head;
+class verify_trace;
 struct backend;
 
 struct loaded_target {
@@ -25,6 +26,7 @@ struct loaded_target {
     verifier& verify;                // scratch shared by the sequences, one round at a time
     target_head& head;               // the head service the speculators get (speculative/target_head.h)
     bool check_reuse = false;        // $SPECGEN_CHECK_REUSE: recompute every hand-over row (sequence.cpp)
+    verify_trace* trace = nullptr;   // $SPECGEN_VERIFY_TRACE: a line per round (engine/verify_trace.h)
 };
 
 }  // namespace specgen

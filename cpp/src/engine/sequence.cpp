@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "engine/slot.h"
+#include "engine/verify_trace.h"
 #include "model/batch.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -163,6 +164,8 @@ void sequence::finish_round(const float* logits) {
     const verify_result vr = target_.verify.verify(method_, proposal_.tokens.data(), gamma, p_.data(),
                                                    proposal_.q.data(), rng_, &row_stats_);
     stats_.verify_seconds += seconds_since(t_verify);
+    if (target_.trace && slot_->spec)
+        target_.trace->record(target_.verify, method_, proposal_.tokens.data(), gamma, p_.data(), proposal_.q.data(), vr);
     if (slot_->spec) {
         stats_.n_rounds += 1;
         stats_.n_drafted += gamma;

@@ -65,6 +65,22 @@ static std::tuple<int32_t, int32_t, std::vector<std::vector<double>>> verify_den
     return {r.n_accepted, r.next_token, rows};
 }
 
+static std::vector<double> verify_reach(const std::string& method, f32_2d p, f32_2d q, i32_1d draft) {
+    const size_t g = draft.shape(0);
+    if (p.shape(0) != g + 1 || q.shape(0) != g || (g > 0 && q.shape(1) != p.shape(1)))
+        throw invalid_argument_error("verify_reach: shapes p [" + std::to_string(p.shape(0)) + ", " +
+                                     std::to_string(p.shape(1)) + "], q [" + std::to_string(q.shape(0)) +
+                                     ", " + std::to_string(q.shape(1)) + "], draft [" +
+                                     std::to_string(g) + "]: need p [g+1, V], q [g, V], draft [g]");
+    std::vector<token_dist> pd, qd;
+    rows_to_dists(p, pd);
+    rows_to_dists(q, qd);
+    verifier ver(static_cast<int32_t>(p.shape(1)));
+    std::vector<double> reach;
+    ver.acceptance_reach(parse_method(method), draft.data(), static_cast<int32_t>(g), pd.data(), qd.data(), reach);
+    return reach;
+}
+
 void bind_verify(nb::module_& m) {
     m.def("verify_dense", &verify_dense, nb::arg("method"), nb::arg("p"), nb::arg("q"), nb::arg("draft"),
           nb::arg("rng"), nb::arg("with_stats") = false,
@@ -72,6 +88,10 @@ void bind_verify(nb::module_& m) {
           "q: float32 [g, V] (zeros = outside the support), draft: int32 [g]. Returns (n_accepted, "
           "next_token, stats) with stats [[entropy, entropy_sq, alpha], ...] per emitted token when "
           "with_stats.");
+
+    m.def("verify_reach", &verify_reach, nb::arg("method"), nb::arg("p"), nb::arg("q"), nb::arg("draft"),
+          "method: 'token' | 'block'; shapes as verify_dense. Returns [g]: P(n_accepted >= i + 1 | draft), "
+          "exact over the verifier's coins.");
 
     m.def("expected_tokens_per_call", &expected_tokens_per_call, nb::arg("alpha"), nb::arg("gamma"));
     m.def("tokens_per_call_limit", &tokens_per_call_limit, nb::arg("alpha"));

@@ -68,6 +68,12 @@ public:
     verify_result verify_block(const int32_t* draft, int32_t gamma, const token_dist* p,
                                const token_dist* q, rng& gen, std::vector<verify_row_stats>* stats = nullptr);
 
+    // The round's acceptance in expectation over the verifier's coins with the draft held fixed:
+    // reach[i] = P(n_accepted >= i + 1 | x_1..x_g) for i = 0..gamma-1, so the sum is E[n_accepted | draft]
+    // (reach.cpp; the exact figures a measurement compares the two rules by, without sampling noise).
+    void acceptance_reach(verify_method method, const int32_t* draft, int32_t gamma, const token_dist* p,
+                          const token_dist* q, std::vector<double>& reach);
+
 protected:  // the pieces of the rules (tests/native builds section 2's lossy variant from them)
     // Block: ln r_k and ln M_k for k = 0..gamma into log_r_, log_cap_ (checks q_k(x_k) > 0).
     void block_ratios(const int32_t* draft, int32_t gamma, const token_dist* p, const token_dist* q);
