@@ -5,6 +5,7 @@ head trained for a few dozen steps (loss down, loads in specgen, greedy output =
 accepted drafts); resume; the command line's errors."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from specgen import _testing  # noqa: E402
 from specgen.errors import ContextOverflowError, InvalidParameterError  # noqa: E402
 from specgen.train import cli  # noqa: E402
 from specgen.train.checkpoint import load_state  # noqa: E402
+from specgen.train.compose import compose_prompts, corpus_size  # noqa: E402
 from specgen.train.unroll import unrolled_logits  # noqa: E402
 from specgen.train.vocab import d2t_offsets, reduced_vocabulary, target_to_draft  # noqa: E402
 
@@ -152,6 +154,24 @@ def test_reduced_vocabulary():
     assert t2d[7] == 2 and t2d[0] == -1 and (t2d[d2t] == np.arange(4)).all()
 
 
+def test_composed_corpus_is_reproducible_distinct_and_unlike_the_bench_prompts():
+    n = corpus_size()
+    everything = compose_prompts(n)
+    assert len(everything) == n and len(set(everything)) == n
+    assert compose_prompts(50) == everything[:50] == compose_prompts(50, seed=0)
+    assert compose_prompts(50, seed=1) != everything[:50]
+    assert any(p.startswith("def ") for p in everything) and any("?" in p for p in everything)
+    prompts_dir = os.path.join(os.path.dirname(specgen.__file__), "prompts")
+    bench = set()
+    for name in os.listdir(prompts_dir):
+        if name.endswith(".jsonl"):
+            with open(os.path.join(prompts_dir, name), encoding="utf-8") as f:
+                for line in f:
+                    row = json.loads(line)
+                    bench.add(row.get("prompt") or json.dumps(row.get("messages")))
+    assert bench and not bench & set(everything)
+
+
 # --- the trainer end to end ---------------------------------------------------------------------------
 def test_trained_head_learns_and_drafts_losslessly(tiny, plain, trained):
     state = load_state(f"{trained}.ckpt", lambda h: torch.optim.AdamW(h.parameters()))
@@ -209,6 +229,8 @@ def _run_cli(*args):
     (["--model", "{target}", "--out", "{dir}/nodir/h.gguf"], "does not exist"),
     (["--model", "{target}", "--out", "{dir}/h.gguf", "--prompts", "{dir}/none.txt"], "--prompts"),
     (["--model", "{target}", "--out", "{dir}/h.gguf", "--bogus"], "unrecognized arguments: --bogus"),
+    (["--model", "{target}", "--out", "{dir}/h.gguf", "--compose", "-1"], "--compose must be in [0, "),
+    (["--model", "{target}", "--out", "{dir}/h.gguf", "--compose", "99999"], "--compose must be in [0, "),
 ])
 def test_cli_errors_are_one_line_and_exit_2(tiny, args, message):
     r = _run_cli(*[a.format(dir=tiny["dir"], target=tiny["target"], prompts=tiny["prompts"]) for a in args])

@@ -45,39 +45,43 @@ static void rows_to_dists(const f32_2d& rows, std::vector<token_dist>& out) {
     }
 }
 
-static std::tuple<int32_t, int32_t, std::vector<std::vector<double>>> verify_dense(
-    const std::string& method, f32_2d p, f32_2d q, i32_1d draft, rng& gen, bool with_stats) {
+// One draft as the verifier reads it: p [g+1, V] and q [g, V] as sparse rows, shapes checked.
+struct dense_draft {
+    size_t g;
+    std::vector<token_dist> p, q;
+};
+
+static dense_draft read_draft(const char* what, const f32_2d& p, const f32_2d& q, const i32_1d& draft) {
     const size_t g = draft.shape(0);
     if (p.shape(0) != g + 1 || q.shape(0) != g || (g > 0 && q.shape(1) != p.shape(1)))
-        throw invalid_argument_error("verify: shapes p [" + std::to_string(p.shape(0)) + ", " +
+        throw invalid_argument_error(std::string(what) + ": shapes p [" + std::to_string(p.shape(0)) + ", " +
                                      std::to_string(p.shape(1)) + "], q [" + std::to_string(q.shape(0)) +
                                      ", " + std::to_string(q.shape(1)) + "], draft [" +
                                      std::to_string(g) + "]: need p [g+1, V], q [g, V], draft [g]");
-    std::vector<token_dist> pd, qd;
-    rows_to_dists(p, pd);
-    rows_to_dists(q, qd);
+    dense_draft d{g, {}, {}};
+    rows_to_dists(p, d.p);
+    rows_to_dists(q, d.q);
+    return d;
+}
+
+static std::tuple<int32_t, int32_t, std::vector<std::vector<double>>> verify_dense(
+    const std::string& method, f32_2d p, f32_2d q, i32_1d draft, rng& gen, bool with_stats) {
+    const dense_draft d = read_draft("verify", p, q, draft);
     verifier ver(static_cast<int32_t>(p.shape(1)));
     std::vector<verify_row_stats> stats;
-    const verify_result r = ver.verify(parse_method(method), draft.data(), static_cast<int32_t>(g),
-                                       pd.data(), qd.data(), gen, with_stats ? &stats : nullptr);
+    const verify_result r = ver.verify(parse_method(method), draft.data(), static_cast<int32_t>(d.g),
+                                       d.p.data(), d.q.data(), gen, with_stats ? &stats : nullptr);
     std::vector<std::vector<double>> rows;
     for (const auto& s : stats) rows.push_back({s.entropy, s.entropy_sq, s.alpha});
     return {r.n_accepted, r.next_token, rows};
 }
 
 static std::vector<double> verify_reach(const std::string& method, f32_2d p, f32_2d q, i32_1d draft) {
-    const size_t g = draft.shape(0);
-    if (p.shape(0) != g + 1 || q.shape(0) != g || (g > 0 && q.shape(1) != p.shape(1)))
-        throw invalid_argument_error("verify_reach: shapes p [" + std::to_string(p.shape(0)) + ", " +
-                                     std::to_string(p.shape(1)) + "], q [" + std::to_string(q.shape(0)) +
-                                     ", " + std::to_string(q.shape(1)) + "], draft [" +
-                                     std::to_string(g) + "]: need p [g+1, V], q [g, V], draft [g]");
-    std::vector<token_dist> pd, qd;
-    rows_to_dists(p, pd);
-    rows_to_dists(q, qd);
+    const dense_draft d = read_draft("verify_reach", p, q, draft);
     verifier ver(static_cast<int32_t>(p.shape(1)));
     std::vector<double> reach;
-    ver.acceptance_reach(parse_method(method), draft.data(), static_cast<int32_t>(g), pd.data(), qd.data(), reach);
+    ver.acceptance_reach(parse_method(method), draft.data(), static_cast<int32_t>(d.g), d.p.data(), d.q.data(),
+                         reach);
     return reach;
 }
 

@@ -49,6 +49,12 @@ static_assert(sizeof(block_q8_k) == 292, "block layout");
 // with bit j of the little-endian qh as its fifth bit.
 inline int q4_value(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
 inline int q5_value(const uint8_t* qs, uint32_t qh, int j) { return q4_value(qs, j) | int((qh >> j) & 1u) << 4; }
+// q (0..15) of element e (0..255) of a Q4_K super-block; e lies in sub-block e / 32.
+inline int q4_k_value(const block_q4_k& b, int e) {
+    const int s = e / 32, l = e % 32;
+    const uint8_t q = b.qs[32 * (s / 2) + l];
+    return (s & 1) ? (q >> 4) : (q & 15);
+}
 // q (0..31) of element e (0..255) of a Q5_K super-block: the Q4_K nibble plus bit s of qh[l].
 inline int q5_k_value(const block_q5_k& b, int e) {
     const int s = e / 32, l = e % 32, c = s / 2;

@@ -146,40 +146,20 @@ int weight_int(ggml_type type, const uint8_t* blk, int e) {
     return q5_value(b.qs, qh, e) - 16;
 }
 
-float dot_rows16_order_q4_k(int64_t n, const uint8_t* w, const uint8_t* x) {
+// Q4_K and Q5_K share the super-block shape (8 sub-blocks of 32, 6-bit scales and mins); only how
+// an element's q is stored differs.
+template <typename Block, int (*value)(const Block&, int)>
+float dot_rows16_order_k_min(int64_t n, const uint8_t* w, const uint8_t* x) {
     float acc = 0;
     for (int64_t b = 0; b < n / QK_K; ++b) {
-        const block_q4_k& wb = reinterpret_cast<const block_q4_k*>(w)[b];
+        const Block& wb = reinterpret_cast<const Block*>(w)[b];
         const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(x)[b];
         uint8_t sc[8], m[8];
         unpack_k_scales(wb.scales, sc, m);
         int32_t isum = 0, msum = 0;
         for (int s = 0; s < 8; ++s) {
             int32_t p = 0;
-            for (int l = 0; l < 32; ++l) {
-                const uint8_t q = wb.qs[32 * (s / 2) + l];
-                p += (s % 2 ? q >> 4 : q & 15) * xb.qs[32 * s + l];
-            }
-            isum += int32_t(sc[s]) * p;
-            msum += int32_t(m[s]) * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
-        }
-        acc = std::fmaf(float(isum), fp16_to_fp32(wb.d) * xb.d, acc);
-        acc = std::fmaf(float(msum), -(fp16_to_fp32(wb.dmin) * xb.d), acc);
-    }
-    return acc;
-}
-
-float dot_rows16_order_q5_k(int64_t n, const uint8_t* w, const uint8_t* x) {
-    float acc = 0;
-    for (int64_t b = 0; b < n / QK_K; ++b) {
-        const block_q5_k& wb = reinterpret_cast<const block_q5_k*>(w)[b];
-        const block_q8_k& xb = reinterpret_cast<const block_q8_k*>(x)[b];
-        uint8_t sc[8], m[8];
-        unpack_k_scales(wb.scales, sc, m);
-        int32_t isum = 0, msum = 0;
-        for (int s = 0; s < 8; ++s) {
-            int32_t p = 0;
-            for (int l = 0; l < 32; ++l) p += q5_k_value(wb, 32 * s + l) * xb.qs[32 * s + l];
+            for (int l = 0; l < 32; ++l) p += value(wb, 32 * s + l) * xb.qs[32 * s + l];
             isum += int32_t(sc[s]) * p;
             msum += int32_t(m[s]) * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
         }
@@ -206,8 +186,8 @@ float dot_rows16_order_q6_k(int64_t n, const uint8_t* w, const uint8_t* x) {
 }
 
 float dot_rows16_order(ggml_type type, int64_t n, const uint8_t* w, const uint8_t* x) {
-    if (type == ggml_type::Q4_K) return dot_rows16_order_q4_k(n, w, x);
-    if (type == ggml_type::Q5_K) return dot_rows16_order_q5_k(n, w, x);
+    if (type == ggml_type::Q4_K) return dot_rows16_order_k_min<block_q4_k, q4_k_value>(n, w, x);
+    if (type == ggml_type::Q5_K) return dot_rows16_order_k_min<block_q5_k, q5_k_value>(n, w, x);
     if (type == ggml_type::Q6_K) return dot_rows16_order_q6_k(n, w, x);
     const size_t bb = std_block_bytes(type);
     float acc = 0;

@@ -1,7 +1,7 @@
 """specgen-train-draft: trains an EAGLE-3 head for a target GGUF by self-distillation and exports it in
 llama.cpp's eagle3 GGUF layout (docs/DESIGN.md section 4.1).
 
-    specgen-train-draft --model target.gguf --out head.gguf [--prompts FILE] [--steps N] [--vocab N]
+    specgen-train-draft --model target.gguf --out head.gguf [--prompts FILE] [--compose N] [--steps N] [--vocab N]
                         [--layers a,b,c] [--resume] [--plot loss.png] ...
 
 A bad command line is one line `specgen-train-draft: error: ...` and exit code 2; a failure while it
@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", "-m", required=True, help="the target GGUF")
     p.add_argument("--out", "-o", required=True, help="the head GGUF to write (eagle3 layout)")
     p.add_argument("--prompts", help="prompt file, one per line ('#' comments); default: the shipped set")
+    p.add_argument("--compose", type=int, default=0, help="add N prompts composed from topic x form lists "
+                                                         "(train/compose.py; default 0)")
     p.add_argument("--data", help="self-distillation data (.npz): reused when it exists, else written "
                                   "(default: OUT.data.npz)")
     p.add_argument("--checkpoint", help="training checkpoint (default: OUT.ckpt)")
@@ -92,6 +94,10 @@ def _check(args) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be >= {lo}, got {getattr(args, name)}")
     if not args.lr > 0:
         raise UsageError(f"--lr must be > 0, got {args.lr}")
+    from specgen.train.compose import corpus_size
+
+    if not 0 <= args.compose <= corpus_size():
+        raise UsageError(f"--compose must be in [0, {corpus_size()}], got {args.compose}")
     if args.temperature < 0:
         raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
     if args.layers is not None:
@@ -111,6 +117,7 @@ def run(args) -> int:
 
     import specgen
     from specgen.train.checkpoint import TrainState, load_state
+    from specgen.train.compose import compose_prompts
     from specgen.train.data import DistillData, generate_data, read_prompts
     from specgen.train.export import write_head_gguf
     from specgen.train.head import Eagle3Head, HeadConfig
@@ -134,7 +141,7 @@ def run(args) -> int:
             raise UsageError(f"--data {args.data} holds layers {list(data.layers)}, not {layers}")
         say(f"data: {data.n_sequences} sequences, {len(data.tokens)} tokens from {args.data}")
     else:
-        prompts = read_prompts(args.prompts)
+        prompts = read_prompts(args.prompts) + compose_prompts(args.compose, seed=args.seed)
         say(f"generating continuations of {len(prompts)} prompts ({args.max_tokens} tokens each)")
         from tqdm import tqdm
 
