@@ -103,6 +103,15 @@ def test_parse_config():
     for bad in ("ngram:k16", "self6:k0", "frspec:ns", "nanospec:k65", "self:f2", "nanospec:fast", "ssd:f0"):
         with pytest.raises(ValueError):
             bench.parse_config(bad)
+    c = bench.parse_config("head:ns:k8:token")
+    assert (c.draft, c.draft_head, c.nanospec, c.nanospec_topk, c.verify) == (None, True, True, 8, "token")
+    assert not c.is_ar and c.name == "head:ns:k8:token"
+    c = bench.parse_config("auto:head:ns")
+    assert (c.draft, c.draft_head, c.nanospec, c.name) == ("auto", True, True, "auto:head:ns:block")
+    assert not bench.parse_config("auto").draft_head and bench.parse_config("head:p0.4").draft_p_min == 0.4
+    for bad in ("auto:ns", "self:head", "ngram:head", "head:f2", "head:noreuse"):
+        with pytest.raises(ValueError):
+            bench.parse_config(bad)
     with pytest.raises(ValueError):
         bench.parse_config("medusa")
     with pytest.raises(ValueError):

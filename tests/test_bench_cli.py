@@ -68,6 +68,8 @@ def one_prompt(tmp_path):
     (["--bogus"], 2, "unrecognized arguments"),
     (["--draft-max", "0"], 2, "--draft-max"),
     (["--preset", "nope"], 2, "--preset"),
+    (["-c", "ar,head:ns"], 2, "configuration head:ns:block drafts with an EAGLE-3 head: give --draft-head FILE"),
+    (["-c", "head", "--draft-head", "no/such/head.gguf"], 2, "--draft-head no/such/head.gguf: no such file"),
 ])
 def test_bad_input_is_one_line(args, code, contains):
     assert_one_line_error(bench(*args, "--no-peer", "-q"), code, contains)

@@ -7,6 +7,7 @@ output's distribution at T=1 (chi-square); and the errors for heads that do not 
 greedy output == plain output alone and batched, and the chi-square at T=1."""
 from __future__ import annotations
 
+import json
 import subprocess
 
 import gguf
@@ -444,3 +445,24 @@ def test_serve_draft_head_flag_replaces_the_default_drafter():
 
     kw = serve_cli.generator_kwargs(serve_cli.build_parser().parse_args(["-m", "t.gguf", "--draft-head", "h.gguf"]))
     assert kw["draft_head"] == "h.gguf" and kw["draft_kind"] == "none"   # not the server's default auto
+
+
+def test_bench_head_configurations(files, tmp_path):
+    """specgen bench drafts with the --draft-head head in the head / head:ns / auto:head columns."""
+    from specgen import bench
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": p}) + "\n" for i, p in enumerate(PROMPTS[:2])))
+    res = bench.run(files["target"], "ar,head,head:ns:p0,auto:head", str(prompts), threads="1", max_tokens=16,
+                    draft_max="4", warmup=False, peer=False, progress=False, draft_head=files["reduced"])
+    assert res["meta"]["draft_head"] == files["reduced"]
+    cells = {c["config"]: c for c in res["cells"]}
+    assert all(c["status"] == "ok" for c in cells.values()), {k: c["status"] for k, c in cells.items()}
+    assert cells["head:block"]["drafter"] == "eagle3" and cells["ar"]["drafter"] == "none"
+    drafted = {}
+    for run in res["runs"]:
+        drafted[run["config"]] = drafted.get(run["config"], 0) + run["stats"]["n_drafted"]
+    assert drafted["head:block"] > 0 and drafted["head:ns:p0:block"] > 0 and drafted["ar"] == 0
+    with pytest.raises(ValueError, match="give draft_head"):
+        bench.run(files["target"], "head", str(prompts), threads="1", max_tokens=4, warmup=False, peer=False,
+                  progress=False)

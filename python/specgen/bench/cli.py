@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "draft=auto speculation under the batch policy; specgen.bench.parallel)")
     ap.add_argument("--bandwidth-mb", type=int, default=1024, help="--core: array size for the bandwidth probe")
     # The pair study (--preset pair, specgen.bench.pair): a target with its draft model against llama-server.
+    ap.add_argument("--draft-head", default=None, help="the EAGLE-3 head GGUF of the head and auto:head configurations")
     ap.add_argument("-md", "--draft-model", default=None, help="--preset pair: the draft GGUF (default: the fetched pair's)")
     ap.add_argument("--peer-server", default=None,
                     help="--preset pair: a llama-server binary (default $SPECGEN_LLAMA_SERVER; specgen never builds it)")
@@ -100,6 +102,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             raise UsageError(f"{flag} values must be >= {lo}, got {bad[0]}")
     if not args.config_list:
         raise UsageError("--configs is empty")
+    if args.study != "pair":
+        needs_head = [c.name for c in args.config_list if c.draft_head]
+        if needs_head and not args.draft_head:
+            raise UsageError(f"configuration {needs_head[0]} drafts with an EAGLE-3 head: give --draft-head FILE")
+        if args.draft_head and not os.path.isfile(args.draft_head):
+            raise UsageError(f"--draft-head {args.draft_head}: no such file")
     if args.plot and not args.core:
         try:
             import matplotlib  # noqa: F401
@@ -158,7 +166,7 @@ def _run(argv: List[str]) -> int:
     res = run(args.model, args.configs, args.prompts, n_prompts=args.n_prompts, draft_max=args.draft_max,
               threads=args.threads, temperatures=args.temp, max_tokens=args.max_tokens, repeats=args.repeats,
               repeats_sampled=args.repeats_sampled, warmup=not args.no_warmup, seed=args.seed, n_ctx=args.n_ctx, peer=args.peer,
-              progress=not args.quiet, command=command)
+              draft_head=args.draft_head, progress=not args.quiet, command=command)
     print(report.table(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))

@@ -5,9 +5,12 @@ A configuration spec is ``NAME[:OPTION]...``:
 - NAME: ``ar`` (plain decoding), ``auto`` (draft="auto": the cost-model policy), ``ngram`` (prompt lookup), ``self`` / ``selfL`` (the target's own
   first L layers; ``self`` = all of them), ``nanospecL`` (self-drafting with the NanoSpec head),
   ``ssdL`` (self-drafting under SSD/Saguaro), ``frspecK`` (FR-Spec head of K frequent tokens, self
-  drafting), or ``model=PATH`` (a draft GGUF or Hub reference).
+  drafting), ``model=PATH`` (a draft GGUF or Hub reference) or ``head`` (the EAGLE-3 head given as
+  ``--draft-head FILE``).
 - OPTION: ``block`` or ``token`` (verifier; default block), ``gN`` (gamma = draft_max, overriding
-  ``--draft-max``), ``ns`` (the NanoSpec head for a ``self``/``ssd`` drafter), ``kN``
+  ``--draft-max``), ``ns`` (the NanoSpec head for a ``self``/``ssd`` drafter; for ``head`` and
+  ``auto:head``, NanoSpec over the head's vocabulary), ``head`` (``auto`` only: the EAGLE-3 head as one
+  more candidate), ``kN``
   (``nanospec_topk = N``; NanoSpec configurations only), ``fN`` (``ssd_fanout = N``) and ``fast``
   (``ssd_backup="fast"``), SSD configurations only; ``noreuse`` (``reuse_draft_hidden=False``: the
   full verification forward, self drafters only) and ``pX`` (``draft_p_min = X``, e.g. ``p0.4``).
@@ -50,13 +53,14 @@ class Config:
     reuse_draft_hidden: bool = True
     draft_p_min: float = -1.0  # automatic: the engine default (0.5 with NanoSpec, else off)
     gamma: Optional[int] = None  # fixed by a gN option; else from --draft-max
+    draft_head: bool = False  # draft with (or, under auto, consider) the --draft-head EAGLE-3 head
 
     @property
     def is_ar(self) -> bool:
-        return self.draft is None
+        return self.draft is None and not self.draft_head
 
 
-_OPTION = re.compile(r"^(block|token|g\d+|k\d+|f\d+|ns|fast|noreuse|p\d*\.?\d+)$")
+_OPTION = re.compile(r"^(block|token|g\d+|k\d+|f\d+|ns|fast|noreuse|head|p\d*\.?\d+)$")
 
 
 def parse_config(spec: str) -> Config:
@@ -67,9 +71,11 @@ def parse_config(spec: str) -> Config:
         opts.insert(0, parts.pop())
     name = ":".join(parts)
     verify, gamma, topk, ns, fanout, fast = "block", None, None, False, None, False
-    noreuse, p_min = False, None
+    noreuse, p_min, head = False, None, False
     for o in opts:
-        if o in ("block", "token"):
+        if o == "head":
+            head = True
+        elif o in ("block", "token"):
             verify = o
         elif o == "noreuse":
             noreuse = True
@@ -96,9 +102,11 @@ def parse_config(spec: str) -> Config:
             raise ValueError(f"config {spec!r}: plain decoding takes no options")
         return Config(name="ar", draft=None)
     elif name == "auto":
-        if opts and any(not re.fullmatch(r"g\d+|block", o) for o in opts):
-            raise ValueError(f"config {spec!r}: auto takes only gN (its largest gamma)")
-        kw = dict(draft="auto")
+        if opts and any(not re.fullmatch(r"g\d+|block|head|ns", o) for o in opts) or (ns and not head):
+            raise ValueError(f"config {spec!r}: auto takes only gN (its largest gamma), head and head:ns")
+        kw = dict(draft="auto", draft_head=head, nanospec=ns)
+    elif name == "head":
+        kw = dict(draft=None, draft_head=True, nanospec=ns)
     elif name == "ngram":
         kw = dict(draft="ngram")
     elif m:
@@ -115,10 +123,12 @@ def parse_config(spec: str) -> Config:
     else:
         raise ValueError(
             f"unknown configuration {spec!r}: expected ar, ngram, self[L], nanospec[L], ssd[L], "
-            "frspec[K] or model=PATH, then options (:block/:token, :gN, :ns, :kN, :fN, :fast, :noreuse, :pX)"
+            "frspec[K], model=PATH or head, then options (:block/:token, :gN, :ns, :kN, :fN, :fast, :noreuse, :pX)"
         )
+    if head and name != "auto":
+        raise ValueError(f"config {spec!r}: the head option is auto's (for the head alone, use the name head)")
     if (ns or topk is not None) and not kw.get("nanospec"):
-        raise ValueError(f"config {spec!r}: ns/kN apply to self, ssd and nanospec drafters only")
+        raise ValueError(f"config {spec!r}: ns/kN apply to self, ssd, nanospec and head drafters only")
     if (fanout is not None or fast) and not kw.get("ssd"):
         raise ValueError(f"config {spec!r}: fN/fast apply to ssd drafters only")
     for letter, value, key in (("k", topk, "nanospec_topk"), ("f", fanout, "ssd_fanout")):
@@ -133,10 +143,10 @@ def parse_config(spec: str) -> Config:
     if noreuse:
         kw["reuse_draft_hidden"] = False
     if p_min is not None:
-        if kw.get("draft") is None:
+        if kw.get("draft") is None and not kw.get("draft_head"):
             raise ValueError(f"config {spec!r}: pX needs a drafter")
         kw["draft_p_min"] = p_min
-    canon = (name + (":ns" if ns and m and m.group(1) != "nanospec" else "") + (f":k{topk}" if topk is not None else "")
+    canon = (name + (":head" if head else "") + (":ns" if ns and not (m and m.group(1) == "nanospec") else "") + (f":k{topk}" if topk is not None else "")
              + (f":f{fanout}" if fanout is not None else "") + (":fast" if fast else "")
              + (":noreuse" if noreuse else "") + (f":p{p_min:g}" if p_min is not None else "")
              + ":" + verify + (f":g{gamma}" if gamma else ""))
@@ -169,7 +179,7 @@ class Cell:
     def generator_key(self) -> Tuple:
         c = self.config
         return (c.draft, c.verify, c.self_layers, c.nanospec, c.nanospec_topk, c.ssd, c.ssd_fanout, c.ssd_backup,
-                c.frspec, c.reuse_draft_hidden, c.draft_p_min, self.gamma, self.threads)
+                c.frspec, c.reuse_draft_hidden, c.draft_p_min, c.draft_head, self.gamma, self.threads)
 
     @property
     def baseline_key(self) -> Tuple:

@@ -124,7 +124,7 @@ class Progress:
 
 
 # -- the run -------------------------------------------------------------------------------------
-def _load(cell: Cell, model, n_ctx: int):
+def _load(cell: Cell, model, n_ctx: int, draft_head: Optional[str] = None):
     from specgen import Generator
 
     c = cell.config
@@ -135,6 +135,8 @@ def _load(cell: Cell, model, n_ctx: int):
                   reuse_draft_hidden=c.reuse_draft_hidden, draft_p_min=c.draft_p_min)
         if c.ssd:
             kw.update(ssd_fanout=c.ssd_fanout, ssd_backup=c.ssd_backup)
+        if c.draft_head:
+            kw.update(draft_head=draft_head)
     return Generator(model, **kw)
 
 
@@ -172,13 +174,15 @@ def run(
     seed: int = 1234,
     n_ctx: int = 2048,
     peer: bool = True,
+    draft_head: Optional[str] = None,
     progress: bool = True,
     command: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Runs the benchmark and returns the JSON-ready result: {"meta", "cells", "runs", "peer"}.
 
     ``configs``: specs (string "a,b" or a list; None = DEFAULT_CONFIGS). ``threads`` None = all CPUs
-    this process may use. ``peer``: also run llama-cpp-python when it imports.
+    this process may use. ``peer``: also run llama-cpp-python when it imports. ``draft_head``: the EAGLE-3
+    head GGUF of the ``head`` / ``auto:head`` configurations.
     """
     from specgen.errors import SpecgenNotImplementedError
 
@@ -186,6 +190,9 @@ def run(
 
     t_start = time.perf_counter()
     cfgs = [parse_config(s) for s in parse_list(configs if configs is not None else DEFAULT_CONFIGS, str)]
+    needs_head = [c.name for c in cfgs if c.draft_head]
+    if needs_head and draft_head is None:
+        raise ValueError(f"configuration {needs_head[0]} drafts with an EAGLE-3 head: give draft_head")
     # A model that cannot be found fails here, once, not as one error row per configuration.
     model_ref, model = model, resolve_model(model)
     gammas = parse_list(draft_max, int) if draft_max is not None else []
@@ -206,7 +213,7 @@ def run(
         if key not in gens:
             before = rss_mb()
             try:
-                gens[key] = _load(cell, model, n_ctx)
+                gens[key] = _load(cell, model, n_ctx, draft_head)
             except SpecgenNotImplementedError as e:
                 gens[key] = e
             except Exception as e:  # a broken configuration must not sink the whole matrix
@@ -287,6 +294,7 @@ def run(
             "command": command,
             "model": str(model_ref) if model_ref is not None else None,
             "model_path": any_gen.model_path,
+            "draft_head": draft_head,
             "bytes_per_token": int(any_gen._g.bytes_per_token),
             "n_vocab": any_gen.n_vocab,
             "max_tokens": max_tokens, "repeats": repeats, "repeats_sampled": n_sampled, "warmup": warmup, "seed": seed, "n_ctx": n_ctx,
@@ -341,7 +349,7 @@ def summarise(cells: Sequence[Cell], status: Dict[Cell, str], runs: Sequence[Dic
     out = []
     for cell in cells:
         row: Dict[str, Any] = {
-            "label": cell.label, "config": cell.config.name, "drafter": cell.config.draft or "none",
+            "label": cell.label, "config": cell.config.name, "drafter": cell.config.draft or ("eagle3" if cell.config.draft_head else "none"),
             "verify": None if cell.config.is_ar else cell.config.verify, "gamma": cell.gamma,
             "threads": cell.threads, "temperature": cell.temperature, "status": status.get(cell, "ok"),
             "load_rss_mb": (load_rss or {}).get(cell), "sets": {},
