@@ -191,6 +191,7 @@ private:
     struct device_copy {
         void* ptr = nullptr;
         size_t bytes = 0;
+        uint64_t version = 0;  // weight_view::version of the host rows it copies
     };
     // A device array of int32 indices and the host values it holds.
     struct index_slot {
@@ -209,11 +210,19 @@ private:
                                          ")");
     }
 
-    // The device copy of `bytes` bytes of immutable host memory at `host` (uploaded on first use).
-    const void* resident(const void* host, size_t bytes) {
+    // The device copy of `bytes` bytes of host memory at `host` as of `version` (weight_view::version;
+    // 0 = immutable), uploaded on first use and again when the host rows changed since.
+    const void* resident(const void* host, size_t bytes, uint64_t version = 0) {
         auto it = weights_.find(host);
-        if (it != weights_.end() && it->second.bytes >= bytes) return it->second.ptr;
+        if (it != weights_.end() && it->second.bytes >= bytes && it->second.version == version)
+            return it->second.ptr;
+        if (it != weights_.end() && it->second.bytes >= bytes) {  // rows rewritten in place: refresh them
+            upload(it->second.ptr, host, bytes);
+            it->second.version = version;
+            return it->second.ptr;
+        }
         if (it != weights_.end()) {  // the same pointer seen with a smaller extent before
+            weight_bytes_ -= it->second.bytes;
             free(it->second.ptr);
             weights_.erase(it);
         }
@@ -224,7 +233,7 @@ private:
             free(p);
             throw;
         }
-        weights_[host] = device_copy{p, bytes};
+        weights_[host] = device_copy{p, bytes, version};
         weight_bytes_ += bytes;
         return p;
     }
@@ -233,7 +242,7 @@ private:
         if (!cuda::weight_type_supported(W.type))
             throw not_implemented_error(std::string("the CUDA backend cannot multiply weights of type ") +
                                         ggml_type_name(W.type));
-        return resident(W.data, size_t(W.n_rows) * W.row_bytes());
+        return resident(W.data, size_t(W.n_rows) * W.row_bytes(), W.version);
     }
 
     const int32_t* indices(index_slot& s, const int32_t* host, size_t n) {

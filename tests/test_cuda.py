@@ -198,3 +198,15 @@ def test_gpu_greedy_identity_ar_vs_speculative(model_path, cuda_gen):
                     assert r.stats["n_rounds"] > 0
             finally:
                 g.close()
+
+
+@needs_gpu
+def test_gpu_nanospec_across_requests(model_path, cuda_gen):
+    """NanoSpec's gathered head is rewritten in place by every request (reset, then new rows at the same
+    address): the device copy must follow it (weight_view::version), not serve the last request's rows."""
+    ar = {p: cuda_gen.generate(p, max_tokens=32, temperature=0).tokens for p in GREEDY_PROMPTS}
+    with specgen.Generator(model_path, device="cuda", n_ctx=512, draft="self", nanospec=True, draft_max=4) as g:
+        for p in GREEDY_PROMPTS + GREEDY_PROMPTS[::-1]:
+            r = g.generate(p, max_tokens=32, temperature=0)
+            assert r.tokens == ar[p], f"nanospec differs on {p[:30]!r}"
+            assert r.stats["n_drafted"] > 0

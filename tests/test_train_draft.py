@@ -199,10 +199,17 @@ def test_resume_continues_from_the_checkpoint(tiny, trained):
     assert cli.main(_train_args(tiny, resumed, 14, "--resume", "--data", data)) == 0
     after = load_state(f"{resumed}.ckpt", lambda h: torch.optim.AdamW(h.parameters()))
     assert after.step == 14 and after.losses[:10] == first.losses and len(after.losses) == 14
-    assert cli.main(_train_args(tiny, unbroken, 14, "--data", data)) == 0
+    assert cli.main(_train_args(tiny, unbroken, 14, "--data", data, "--outtype", "f32")) == 0
     straight = load_state(f"{unbroken}.ckpt", lambda h: torch.optim.AdamW(h.parameters()))
     assert np.allclose(after.losses, straight.losses, rtol=1e-5), (after.losses[10:], straight.losses[10:])
-    assert os.path.getsize(resumed) > 0
+    # The F16 default writes the matrices as F16, --outtype f32 as F32; 1-D norms and d2t keep their types.
+    import gguf
+
+    for path, matrix_type in ((resumed, gguf.GGMLQuantizationType.F16), (unbroken, gguf.GGMLQuantizationType.F32)):
+        types = {t.name: (t.tensor_type, len(t.shape)) for t in gguf.GGUFReader(str(path)).tensors}
+        assert types["d2t"][0] == gguf.GGMLQuantizationType.I64 and types["fc.weight"] == (matrix_type, 2), types
+        assert all(ty == (matrix_type if dims == 2 else gguf.GGMLQuantizationType.F32)
+                   for name, (ty, dims) in types.items() if name != "d2t"), types
 
 
 def _specgen_path(*first):

@@ -1,5 +1,6 @@
 // Backend selection by device string, and the host-memory defaults of the backend interface
 // (used by the CPU backend; the CUDA backend overrides them with device memory).
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
@@ -13,6 +14,11 @@ namespace specgen {
 namespace {
 constexpr std::align_val_t kAlign{64};
 }  // namespace
+
+uint64_t next_weight_version() {
+    static std::atomic<uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 void* backend::alloc(size_t bytes) {
     void* p = ::operator new(bytes ? bytes : 1, kAlign);

@@ -50,8 +50,15 @@ struct weight_view {
     int64_t n_cols = 0;
     const void* data = nullptr;
     weight_repack* repack = nullptr;
+    // 0: data is immutable while the backend lives (mapped GGUF tensors), so a backend may keep a copy
+    // keyed by data. Otherwise the rows at data change in place (NanoSpec's gathered head) and version
+    // changes with them, unique across all such weights: a copy made at another version is stale.
+    uint64_t version = 0;
     size_t row_bytes() const { return ggml_row_size(type, n_cols); }
 };
+
+// A fresh weight_view::version (never 0, never handed out twice; thread-safe).
+uint64_t next_weight_version();
 
 enum class rope_style { normal, neox };  // normal: adjacent pairs (llama GGUF); neox: halves
 

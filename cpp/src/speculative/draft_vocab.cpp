@@ -37,6 +37,7 @@ draft_vocab::draft_vocab(kind k, const weight_view& head, int32_t capacity, floa
     ids_.reserve(size_t(capacity_));
     member_.assign(size_t(n_vocab_), 0);
     rows_.resize(size_t(capacity_) * row_bytes_);  // reserved once: head() never moves
+    version_ = next_weight_version();
     staged_.assign(size_t(n_vocab_), 0);
     if (full_.repack && rows16_has_layout(full_.type)) {
         packed_ = std::make_unique<weight_repack>();
@@ -59,6 +60,7 @@ void draft_vocab::reset() {
     if (kind_ == kind::frspec) return;
     for (int32_t id : ids_) member_[size_t(id)] = 0;
     ids_.clear();
+    version_ = next_weight_version();
     if (packed_) packed_->n_rows = 0;
     std::fill(staged_.begin(), staged_.end(), uint8_t(0));
     staged_size_ = 0;
@@ -73,6 +75,7 @@ int draft_vocab::add(int32_t id) {
                                  int64_t(ids_.size()));
     member_[size_t(id)] = 1;
     ids_.push_back(id);
+    version_ = next_weight_version();
     if (packed_) packed_->n_rows = int64_t(ids_.size());
     if (!staged_[size_t(id)]) {  // added directly (seed, a static set): the staged view includes it
         staged_[size_t(id)] = 1;
@@ -126,6 +129,7 @@ weight_view draft_vocab::head() const {
     w.n_rows = int64_t(ids_.size());
     w.data = rows_.data();
     w.repack = packed_.get();  // never the full head's: that slot holds all n_vocab rows
+    w.version = version_;
     return w;
 }
 

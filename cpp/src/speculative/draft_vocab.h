@@ -110,6 +110,7 @@ private:
     std::vector<int32_t> ids_;
     std::vector<uint8_t> member_;  // [n_vocab] 1 when the id is in S
     std::vector<uint8_t> rows_;    // [capacity, row_bytes] gathered head rows, first size() used
+    uint64_t version_;             // head()'s weight_view::version, renewed whenever rows_ change
     std::vector<int32_t> order_;   // grow()'s scratch
     std::vector<uint8_t> staged_;  // [n_vocab] membership once the staged ids are applied
     int32_t staged_size_ = 0;

@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                     "RMSNorm first, eagle3.norm_before_fc)")
     p.add_argument("--save-every", type=int, default=50, help="checkpoint period in steps (default 50)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--outtype", choices=("f16", "f32"), default="f16",
+                   help="the head's matrices as F16 (default; half the bytes per drafted token) or F32")
     p.add_argument("--plot", help="write the loss curve to this image (needs matplotlib)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     return p
@@ -182,7 +184,7 @@ def run(args) -> int:
         say(f"loss: first {state.losses[0]:.3f}, last {state.losses[-1]:.3f}")
     if args.plot:
         plot_losses(state.losses, args.plot)
-    write_head_gguf(args.out, state.head, state.d2t, n_ctx=args.n_ctx)
+    write_head_gguf(args.out, state.head, state.d2t, n_ctx=args.n_ctx, outtype=args.outtype)
     say(f"wrote {args.out}")
     return 0
 

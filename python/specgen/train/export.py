@@ -1,7 +1,9 @@
 """Writes a trained head as llama.cpp's eagle3 GGUF (the layout speculative/drafters/eagle3_head.h loads):
 the llama keys under "eagle3.", eagle3.target_layers / target_hidden_size / norm_before_residual /
 norm_before_fc, the head's tensors, and d2t as absolute target ids (I64). token_embd is left out: the
-loader falls back to the target's, which is what the head was trained on."""
+loader falls back to the target's, which is what the head was trained on. Matrices are written as F16 by
+default (as llama.cpp's converter does): drafting reads every weight once per drafted token, so half the
+bytes is about half the head's cost; norms and d2t keep their exact types."""
 from __future__ import annotations
 
 import os
@@ -13,9 +15,14 @@ from specgen.train.head import Eagle3Head
 ARCH = "eagle3"
 
 
-def write_head_gguf(path: os.PathLike, head: Eagle3Head, d2t: np.ndarray, n_ctx: int = 4096) -> str:
+OUTTYPES = ("f16", "f32")
+
+
+def write_head_gguf(path: os.PathLike, head: Eagle3Head, d2t: np.ndarray, n_ctx: int = 4096, outtype: str = "f16") -> str:
     import gguf
 
+    if outtype not in OUTTYPES:
+        raise ValueError(f"outtype must be one of {', '.join(OUTTYPES)}, got {outtype!r}")
     cfg = head.cfg
     w = gguf.GGUFWriter(os.fspath(path), ARCH)
     w.add_name("specgen EAGLE-3 head")
@@ -35,7 +42,7 @@ def write_head_gguf(path: os.PathLike, head: Eagle3Head, d2t: np.ndarray, n_ctx:
     w.add_bool(f"{ARCH}.norm_before_residual", cfg.norm_before_residual)
     w.add_bool(f"{ARCH}.norm_before_fc", cfg.norm_before_fc)
     for name, x in head.gguf_tensors().items():
-        w.add_tensor(name, x)
+        w.add_tensor(name, x.astype(np.float16) if outtype == "f16" and x.ndim == 2 else x)
     w.add_tensor("d2t", np.asarray(d2t, dtype=np.int64), raw_dtype=gguf.GGMLQuantizationType.I64)
     w.write_header_to_file()
     w.write_kv_data_to_file()
