@@ -463,6 +463,6 @@ def test_bench_head_configurations(files, tmp_path):
     for run in res["runs"]:
         drafted[run["config"]] = drafted.get(run["config"], 0) + run["stats"]["n_drafted"]
     assert drafted["head:block"] > 0 and drafted["head:ns:p0:block"] > 0 and drafted["ar"] == 0
-    with pytest.raises(ValueError, match="give draft_head"):
+    with pytest.raises(ValueError, match="give --draft-head FILE"):
         bench.run(files["target"], "head", str(prompts), threads="1", max_tokens=4, warmup=False, peer=False,
                   progress=False)

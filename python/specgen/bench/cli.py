@@ -103,9 +103,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if not args.config_list:
         raise UsageError("--configs is empty")
     if args.study != "pair":
-        needs_head = [c.name for c in args.config_list if c.draft_head]
-        if needs_head and not args.draft_head:
-            raise UsageError(f"configuration {needs_head[0]} drafts with an EAGLE-3 head: give --draft-head FILE")
+        try:
+            grammar.check_draft_head(args.config_list, args.draft_head)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         if args.draft_head and not os.path.isfile(args.draft_head):
             raise UsageError(f"--draft-head {args.draft_head}: no such file")
     if args.plot and not args.core:

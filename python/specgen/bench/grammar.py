@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["Config", "Cell", "parse_config", "parse_list", "expand", "load_prompts", "PROMPT_SETS",
+__all__ = ["Config", "Cell", "parse_config", "check_draft_head", "parse_list", "expand", "load_prompts", "PROMPT_SETS",
            "DEFAULT_CONFIGS", "NOT_IMPLEMENTED"]
 
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
@@ -151,6 +151,13 @@ def parse_config(spec: str) -> Config:
              + (":noreuse" if noreuse else "") + (f":p{p_min:g}" if p_min is not None else "")
              + ":" + verify + (f":g{gamma}" if gamma else ""))
     return Config(name=canon, verify=verify, gamma=gamma, **kw)
+
+
+def check_draft_head(configs: Sequence[Config], draft_head: Optional[str]) -> None:
+    """Raises ValueError when a configuration drafts with (or considers) an EAGLE-3 head and none is given."""
+    needs_head = [c.name for c in configs if c.draft_head]
+    if needs_head and not draft_head:
+        raise ValueError(f"configuration {needs_head[0]} drafts with an EAGLE-3 head: give --draft-head FILE")
 
 
 def parse_list(text: Union[str, Sequence, None], conv) -> List:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from specgen import flags
-from specgen.bench.grammar import (DEFAULT_CONFIGS, NOT_IMPLEMENTED, Cell, expand, load_prompts, parse_config,
-                                   parse_list)
+from specgen.bench.grammar import (DEFAULT_CONFIGS, NOT_IMPLEMENTED, Cell, check_draft_head, expand, load_prompts,
+                                   parse_config, parse_list)
 from specgen.bench.stats import pool_runs, ratio, speed_of_light, spread
 
 __all__ = ["run", "summarise", "environment", "cpu_name", "WARMUP_PROMPT"]
@@ -190,9 +190,7 @@ def run(
 
     t_start = time.perf_counter()
     cfgs = [parse_config(s) for s in parse_list(configs if configs is not None else DEFAULT_CONFIGS, str)]
-    needs_head = [c.name for c in cfgs if c.draft_head]
-    if needs_head and draft_head is None:
-        raise ValueError(f"configuration {needs_head[0]} drafts with an EAGLE-3 head: give draft_head")
+    check_draft_head(cfgs, draft_head)
     # A model that cannot be found fails here, once, not as one error row per configuration.
     model_ref, model = model, resolve_model(model)
     gammas = parse_list(draft_max, int) if draft_max is not None else []

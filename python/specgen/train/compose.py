@@ -2,8 +2,9 @@
 
 The shipped prompts.txt has a few dozen prompts: enough to test the trainer, too few for a head that
 generalises. This module crosses ~100 everyday topics with a dozen text forms (an explanation, a story
-opening, a question, a list, ...) and ~60 small programming tasks with three languages' openings, and
-returns the first N of a fixed shuffle, so a corpus is reproducible from its size alone. Written for
+opening, a question, a list, ...) and 40 small programming tasks with four code openings (Python, a
+comment-first Python, JavaScript, C), and returns the first N of a fixed shuffle, so a corpus is
+reproducible from its size and seed. Written for
 specgen by its authors; dedicated to the public domain under CC0 1.0, as prompts.txt.
 
 None of these prompts is one of `specgen bench`'s prompts (python/specgen/prompts/), so a head trained on
@@ -99,7 +100,7 @@ CODE_FORMS = (
 
 def compose_prompts(n: int, seed: int = 0) -> List[str]:
     """The first ``n`` prompts of a fixed shuffle of every topic x form and code task x form pair."""
-    prompts = [f.format(t=t, T=t[:1].upper() + t[1:]) for t in TOPICS for f in TEXT_FORMS]
+    prompts = [f.format(t=t) for t in TOPICS for f in TEXT_FORMS]
     prompts += [f.format(name=name, args=args, doc=doc) for name, args, doc in CODE_TASKS for f in CODE_FORMS]
     random.Random(seed).shuffle(prompts)
     return prompts[:n]
