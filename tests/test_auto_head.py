@@ -206,6 +206,35 @@ def test_head_is_not_chosen_when_its_costs_are_ruinous(files, plain_tokens, tmp_
     assert path.read_text() == before  # a named file is read, never rewritten
 
 
+@pytest.mark.parametrize("head,nanospec", [("shared", False), ("reduced", True)])
+def test_a_head_auto_never_chooses_runs_no_forward(files, plain_tokens, tmp_path, monkeypatch, head, nanospec):
+    """While auto drafts with other methods the head only keeps each verified row's g (fc): its decoder layer
+    never runs and, with NanoSpec, the target's full head never seeds its S (the seed waits for the head's
+    first round). A ruinous exact cost model never chooses the head, nor the self drafter (10 s a body row)."""
+    _exact_costs(tmp_path, monkeypatch, 10.0)
+    with _auto(files, monkeypatch, head, nanospec=nanospec) as g:
+        for prompt, want in zip(PROMPTS, plain_tokens):
+            r = g.generate(prompt, max_tokens=N, temperature=0, ignore_eos=True)
+            assert r.tokens == want
+            assert r.stats["n_draft_forwards"] == 0 and r.stats["nanospec_prefill_seconds"] == 0, r.stats
+
+
+def test_a_head_chosen_after_other_methods_catches_up(files, plain_tokens, tmp_path, monkeypatch):
+    """Chosen from the second round on (exact costs: the head nearly free), the head first writes the
+    prompt's rows it deferred, then one forward per drafted token and per round's verified rows: forwards
+    run, drafts are accepted, and the output is plain decoding's."""
+    _exact_costs(tmp_path, monkeypatch, 1e-6)
+    with _auto(files, monkeypatch, "reduced", nanospec=True) as g:
+        for prompt, want in zip(PROMPTS, plain_tokens):
+            r = g.generate(prompt, max_tokens=N, temperature=0, ignore_eos=True)
+            assert r.tokens == want
+            s = r.stats
+            assert s["draft_head_seconds"] > 0 and s["n_accepted"] > 0
+            # Per head round: its catch-up (one forward: <= 128 rows) and a forward per drafted token but
+            # the last.
+            assert 0 < s["n_draft_forwards"] <= s["n_rounds"] + s["n_drafted"], s
+
+
 def test_named_file_without_the_head_is_completed_at_load(files, plain_tokens, tmp_path, monkeypatch):
     path = tmp_path / "target-only.json"
     path.write_text(json.dumps(dict(TARGET_COSTS, version=1, body_row_seconds=10.0)))

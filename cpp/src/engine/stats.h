@@ -45,7 +45,7 @@ namespace specgen {
     X(int64_t, auto_method, auto_method, "draft auto: the last round's method (0 none, 1 ngram, 2 self+nanospec, 3 draft model, 4 draft head)")            \
     X(double, auto_predicted_tokens_per_second, auto_predicted_tokens_per_second, "draft auto: the cost model's predicted decode tokens/s over the rounds (docs/ALGORITHMS.md section 8)") \
     X(int64_t, auto_n_switches, auto_n_switches, "draft auto: rounds whose method differs from the previous round's") \
-    X(int64_t, n_draft_forwards, n_draft_forwards, "draft model: forward passes of the draft model that ran this request's rows") \
+    X(int64_t, n_draft_forwards, n_draft_forwards, "draft model or EAGLE-3 head: the drafter's forward passes that ran this request's rows") \
     X(int64_t, n_draft_batch_sequences, n_draft_batch_sequences, "draft model: sum over those forwards of the sequences each ran (/ n_draft_forwards: the mean draft batch)") \
     X(int64_t, n_ngram_chained, n_ngram_chained, "ngram_chain: n-gram tokens that started a draft model's proposals (part of n_drafted)") \
     X(int64_t, n_ngram_chained_accepted, n_ngram_chained_accepted, "ngram_chain: those accepted (part of n_accepted)")

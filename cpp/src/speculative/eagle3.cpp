@@ -31,8 +31,9 @@ public:
     }
 };
 
-eagle3_speculator::eagle3_speculator(const generator_params& params, const speculation_target& t)
+eagle3_speculator::eagle3_speculator(const generator_params& params, const speculation_target& t, bool deferred)
     : head_(t.eagle3 ? t.eagle3 : load_eagle3_head(params.draft_head, t.target)),
+      deferred_(deferred),
       eval_(*head_, t.be),
       cache_(head_->hp, params.n_ctx),
       length_(params),
@@ -44,7 +45,7 @@ eagle3_speculator::eagle3_speculator(const generator_params& params, const specu
         vocab_ = std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, head_->output, params.nanospec_capacity, 0.0f,
                                                params.nanospec_topk, head_->d2t);
         vocab_->set_target_vocab(t.target.hp().n_vocab);
-        nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, &p->vocab, false);
+        nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, &p->vocab, deferred);
     }
     if (t.prefix) *t.prefix = std::move(p);
     else owned_ = std::move(p);
@@ -58,11 +59,19 @@ void eagle3_speculator::begin(const std::vector<int32_t>& prompt, const speculat
     request_ = request;
     length_.reset();
     tokens_ = prompt;
-    // The slot's cached rows are ours up to prefix::reusable_rows(); the prefill brings the rest.
-    n_rows_ = request.n_cached;
-    g_.clear();
-    prefix_->rows = n_rows_;
+    // The slot's cached rows are ours up to prefix::reusable_rows() (written rows, then pending g's);
+    // the prefill brings the rest. A gap (a caller that did not ask) is filled with g = 0 rows.
+    const size_t E = size_t(head_->hp.n_embd);
+    if (request.n_cached <= n_rows_) {
+        n_rows_ = request.n_cached;
+        g_.clear();
+    } else {
+        g_.resize(std::min(g_.size(), size_t(request.n_cached - n_rows_) * E));
+    }
+    prefix_->rows = n_rows_ + pending_rows();
 }
+
+int eagle3_speculator::pending_rows() const { return int(g_.size() / size_t(head_->hp.n_embd)); }
 
 void eagle3_speculator::add_target_rows(int pos0, int n, const float* features) {
     const size_t E = size_t(head_->hp.n_embd);
@@ -75,13 +84,24 @@ void eagle3_speculator::add_target_rows(int pos0, int n, const float* features) 
     g_.resize(at + size_t(n) * E, 0.0f);
     // Without features (no capture) the rows keep g = 0: drafts get worse, the output stays the target's.
     if (features && n > 0) eval_.fuse(features, n, g_.data() + at);
+    prefix_->rows = n_rows_ + pending_rows();
 }
 
-void eagle3_speculator::write_rows(int end, bool with_logits) {
+void eagle3_speculator::write_context_rows(generation_stats& stats) {
+    if (!deferred_) write_rows(n_rows_ + pending_rows() - 1, false, stats);
+}
+
+void eagle3_speculator::count_forward(generation_stats& stats) {
+    stats.n_draft_forwards += 1;
+    stats.n_draft_batch_sequences += 1;  // one sequence: the head drafts alone
+}
+
+void eagle3_speculator::write_rows(int end, bool with_logits, generation_stats& stats) {
     const size_t E = size_t(head_->hp.n_embd);
     while (n_rows_ < end) {
         const int m = std::min(eagle3_evaluator::kChunk, end - n_rows_);
         eval_.forward(cache_, tokens_.data() + n_rows_ + 1, g_.data(), m, n_rows_);
+        count_forward(stats);
         g_.erase(g_.begin(), g_.begin() + ptrdiff_t(size_t(m) * E));
         n_rows_ += m;
         if (n_rows_ == end && with_logits) {
@@ -89,10 +109,15 @@ void eagle3_speculator::write_rows(int end, bool with_logits) {
             head_logits(m - 1);
         }
     }
-    prefix_->rows = n_rows_;
+    prefix_->rows = n_rows_ + pending_rows();
 }
 
 int eagle3_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
+int eagle3_speculator::waiting_prompt_rows() const { return nanospec_ ? nanospec_->waiting_rows() : 0; }
+double eagle3_speculator::seed_share() const { return nanospec_ ? nanospec_->seed_share() : 1.0; }
+void eagle3_speculator::seed_prompt(int n, generation_stats& stats) {
+    if (nanospec_) nanospec_->seed_waiting(n, stats);
+}
 int eagle3_speculator::n_ids() const { return vocab_ ? vocab_->size() : head_->n_draft_vocab(); }
 const int32_t* eagle3_speculator::ids() const { return vocab_ ? vocab_->ids() : head_->d2t.data(); }
 
@@ -109,7 +134,7 @@ void eagle3_speculator::observe(const prefill_rows& rows, generation_stats& stat
     if (rows.n <= 0) return;
     add_target_rows(rows.pos0, rows.n, rows.features);
     // Every row but the last target row: that one is the seed, written by propose() with its logits.
-    write_rows(n_rows_ + int(g_.size() / size_t(head_->hp.n_embd)) - 1, false);
+    write_context_rows(stats);
 }
 
 void eagle3_speculator::propose(const std::vector<int32_t>& history, int max_n, const step_context&, rng& gen,
@@ -121,10 +146,10 @@ void eagle3_speculator::propose(const std::vector<int32_t>& history, int max_n, 
     head_seconds_ = 0;
     tokens_ = history;  // the engine's history is the truth (it is the one the verdicts built)
     const int H = int(history.size());
-    const int n_target = n_rows_ + int(g_.size() / size_t(head_->hp.n_embd));
+    const int n_target = n_rows_ + pending_rows();
     if (n_target != H - 1 || n_target <= n_rows_) return;  // no seed row (a one-token prompt): plain round
     if (n_ids() == 0) return;  // NanoSpec: none of the ids so far has a row in the head
-    write_rows(n_target, true);  // context rows, then the seed (pending, g_{H-2}): its logits propose x_1
+    write_rows(n_target, true, stats);  // context rows, then the seed (pending, g_{H-2}): its logits propose x_1
 
     // q over S (NanoSpec; constant during the draft) or the draft vocabulary: target ids, zero elsewhere.
     const int V = n_ids();
@@ -142,6 +167,7 @@ void eagle3_speculator::propose(const std::vector<int32_t>& history, int max_n, 
         const int pos = H - 1 + i;  // the row (x_{i+1}, the pre-norm output of the row before)
         if (i + 1 == n || pos >= cache_.n_ctx()) break;
         eval_.forward(cache_, &x, h_.data(), 1, pos);
+        count_forward(stats);
         h_.assign(eval_.prenorm(), eval_.prenorm() + h_.size());
         head_logits(0);
     }
@@ -158,7 +184,7 @@ void eagle3_speculator::observe(const verify_outcome& v, step_context&, generati
     tokens_.push_back(v.next_token);
     // The verified rows on the emitted path: [pending, x_1..x_k].
     add_target_rows(pos0, v.n_accepted + 1, v.features);
-    write_rows(n_rows_ + int(g_.size() / size_t(head_->hp.n_embd)) - 1, false);
+    write_context_rows(stats);
 }
 
 void eagle3_speculator::end() {

@@ -18,11 +18,17 @@
 // NanoSpec (params.nanospec, docs/ALGORITHMS.md section 3): the head drafts over S, the in-context ids it
 // has rows for (a subset of d2t's target ids; speculative/nanospec.h seeds and grows it), and its output
 // matrix runs over the rows of S only. q is the softmax over S, zero elsewhere: lossless the same way.
+//
+// Deferred (auto's candidate): a head auto does not choose should not cost a round. Its context rows
+// are written when a round drafts with it (the catch-up: pending_rows()), not after each verdict, and
+// NanoSpec's prompt top-k waits for seed_prompt(); only fc runs per target row, keeping g (the
+// features are the engine's for the call only).
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "speculative/deferred_seed.h"
 #include "speculative/drafters/eagle3_head.h"
 #include "speculative/speculator.h"
 
@@ -31,11 +37,11 @@ namespace specgen {
 class draft_vocab;
 class nanospec;
 
-class eagle3_speculator final : public speculator {
+class eagle3_speculator final : public speculator, public deferred_seed {
 public:
     // t.eagle3: the head (loaded here from params.draft_head when null); the target's evaluator must
-    // capture the head's target layers (speculator_factory::captured_layers()).
-    eagle3_speculator(const generator_params& params, const speculation_target& t);
+    // capture the head's target layers (speculator_factory::captured_layers()). deferred: see above.
+    eagle3_speculator(const generator_params& params, const speculation_target& t, bool deferred = false);
     ~eagle3_speculator() override;
 
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
@@ -48,8 +54,13 @@ public:
 
     // Head rows already written: positions [0, rows) hold context rows of the current history.
     int context_rows() const { return n_rows_; }
-    // |S| of its NanoSpec set (0: it drafts over its whole draft vocabulary; auto's cost model reads it).
-    int vocab_size() const;
+    // Target rows whose g waits for the next propose() to write them (the last one is its seed).
+    int pending_rows() const;
+    // deferred_seed (nanospec::seed_waiting); |S| of its NanoSpec set (0: its whole draft vocabulary).
+    int waiting_prompt_rows() const override;
+    double seed_share() const override;
+    void seed_prompt(int n, generation_stats& stats) override;
+    int vocab_size() const override;
 
 private:
     class prefix;
@@ -57,14 +68,19 @@ private:
     void add_target_rows(int pos0, int n, const float* features);
     // Writes the head rows [n_rows_, end) from (history[P + 1], g_P); the last one's logits (when
     // with_logits) into logits_ and its pre-norm output into h_.
-    void write_rows(int end, bool with_logits);
+    void write_rows(int end, bool with_logits, generation_stats& stats);
     // Row i of the last head forward: its logits over the ids the head drafts from (S with NanoSpec, else
     // the draft vocabulary) into logits_.
     void head_logits(int i);
     int n_ids() const;
     const int32_t* ids() const;
 
+    // Writes every pending row but the seed (not when deferred: propose() writes them).
+    void write_context_rows(generation_stats& stats);
+    void count_forward(generation_stats& stats);  // n_draft_forwards
+
     std::shared_ptr<const eagle3_head> head_;
+    bool deferred_;
     eagle3_evaluator eval_;
     kv_cache cache_;
     draft_length length_;

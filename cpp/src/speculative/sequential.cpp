@@ -25,7 +25,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 sequential_speculator::sequential_speculator(const generator_params& params, const speculation_target& t,
-                                             bool deferred_seed)
+                                             bool defer_seed)
     : p_min_(params.effective_draft_p_min()), length_(params) {
     if (params.draft == "ngram") {
         if (params.nanospec || params.frspec > 0)
@@ -35,7 +35,7 @@ sequential_speculator::sequential_speculator(const generator_params& params, con
     }
     weights_ = t.draft ? t.draft : load_neural_weights(params, t.target, t.tok);
     vocab_ = make_draft_vocab(params, *weights_->m, t.target.hp().n_vocab);  // over the drafter's own head
-    if (vocab_ && vocab_->grows()) nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, t.prefix, deferred_seed);
+    if (vocab_ && vocab_->grows()) nanospec_ = std::make_unique<nanospec>(*vocab_, t.head, t.prefix, defer_seed);
     if (params.ngram_chain > 0 && weights_->own)
         chain_ = make_ngram_drafter(std::max(params.ngram_max, params.ngram_chain), params.ngram_chain);
     if (t.batch) {

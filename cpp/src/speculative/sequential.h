@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "speculative/deferred_seed.h"
 #include "speculative/speculator.h"
 
 namespace specgen {
@@ -17,11 +18,11 @@ class nanospec;
 class neural_drafter;
 struct drafter;
 
-class sequential_speculator final : public speculator {
+class sequential_speculator final : public speculator, public deferred_seed {
 public:
     // params.draft: "ngram", "self" or a draft GGUF (t.draft when shared, else loaded here).
-    // deferred_seed: NanoSpec's prompt top-k waits for seed_prompt() (auto's self candidate).
-    sequential_speculator(const generator_params& params, const speculation_target& t, bool deferred_seed = false);
+    // defer_seed: NanoSpec's prompt top-k waits for seed_prompt() (auto's candidates).
+    sequential_speculator(const generator_params& params, const speculation_target& t, bool defer_seed = false);
     ~sequential_speculator() override;
 
     void begin(const std::vector<int32_t>& prompt, const speculation_request& request, step_context& step,
@@ -31,13 +32,11 @@ public:
                  generation_stats& stats) override;
     void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override;
 
-    // NanoSpec deferred (deferred_seed): the prompt rows whose top-k waits, what the head costs per row
-    // as a share of the full head's, and seeding S from the last n of them now (nanospec::seed_waiting).
-    int waiting_prompt_rows() const;
-    double seed_share() const;
-    void seed_prompt(int n, generation_stats& stats);
-    // |S| of the drafter's head (0: the full head; auto's cost model reads it per candidate).
-    int vocab_size() const;
+    // deferred_seed (nanospec::seed_waiting), with defer_seed set; |S| of the drafter's head.
+    int waiting_prompt_rows() const override;
+    double seed_share() const override;
+    void seed_prompt(int n, generation_stats& stats) override;
+    int vocab_size() const override;
     // ngram_chain: the length of the n-gram match that starts the proposal in flight (0: none), and
     // whether the next proposal may start with one (auto decides per round; default: yes).
     int chained() const { return n_chained_; }

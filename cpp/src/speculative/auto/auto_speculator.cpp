@@ -108,10 +108,15 @@ public:
             with_head.draft = nullptr;
             with_head.eagle3 = head_weights_;
             with_head.prefix = joint ? &joint->head : nullptr;
-            auto head = std::make_unique<eagle3_speculator>(auto_head_params(params), with_head);
+            // Deferred: while auto chooses other methods the head keeps its g rows and writes them
+            // when a round drafts with it.
+            auto head = std::make_unique<eagle3_speculator>(auto_head_params(params), with_head, true);
             head_ = head.get();
             candidates_[size_t(auto_method::draft_head)] = std::move(head);
         }
+        seeded_[size_t(auto_method::self_nanospec)] = self_;
+        seeded_[size_t(auto_method::draft_model)] = model_;
+        seeded_[size_t(auto_method::draft_head)] = head_;
         cycle_.push_back(auto_method::self_nanospec);
         if (model_) cycle_.push_back(auto_method::draft_model);
         if (head_) cycle_.push_back(auto_method::draft_head);
@@ -124,12 +129,13 @@ public:
         for (speculator* c : in_order()) c->begin(prompt, request, step, stats);
         n_ids_ = stats.vocab_set_size;
         model_synced_ = 0;
+        last_emitted_ = 1;
         policy_.begin(prompt, request.sampling.temperature);
         shadow_->begin(prompt);
         rounds_ = 0;
         n_emitted_ = 0;
         have_current_ = false;
-        seed_waits_ = model_seed_waits_ = false;
+        seed_waits_.fill(false);
         sum_pred_tokens_ = sum_pred_seconds_ = 0;
         stats.auto_n_switches = 0;
         step.expected_acceptance = batch_acceptance();
@@ -138,10 +144,8 @@ public:
     void observe(const prefill_rows& rows, generation_stats& stats) override {
         for (speculator* c : in_order()) c->observe(rows, stats);
         n_ids_ = stats.vocab_set_size;
-        if (rows.complete) {
-            seed_waits_ = self_->waiting_prompt_rows() > 0;
-            model_seed_waits_ = model_ && model_->waiting_prompt_rows() > 0;
-        }
+        if (rows.complete)
+            for (size_t m = 0; m < seeded_.size(); ++m) seed_waits_[m] = seeded_[m] && seeded_[m]->waiting_prompt_rows() > 0;
     }
 
     void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
@@ -191,22 +195,22 @@ public:
         sum_pred_seconds_ += c.predicted_seconds;
         stats.auto_predicted_tokens_per_second = sum_pred_seconds_ > 0 ? sum_pred_tokens_ / sum_pred_seconds_ : 0;
         if (c.method == auto_method::none || c.gamma <= 0) return;
-        const bool self_round = c.method == auto_method::self_nanospec;
-        if ((self_round && seed_waits_) || (c.method == auto_method::draft_model && model_seed_waits_)) {
-            // S's first round: the head over the prompt's last rows seeds it now, not in the prefill
-            // or after the first token, so a request that never drafts with S never pays for it. The
-            // head is not this round's cost: the timing starts after it. (The draft model's S, with
-            // nanospec, likewise.)
-            sequential_speculator& seeded = self_round ? *self_ : *model_;
+        if (seed_waits_[size_t(c.method)]) {
+            // S's first round: the target's head over the prompt's last rows seeds it now, not in the
+            // prefill or after the first token, so a request that never drafts with S never pays for
+            // it. The seed is not this round's cost: the timing starts after it. (Every candidate with
+            // a NanoSpec S likewise: the self drafter, the draft model, the EAGLE-3 head.)
+            deferred_seed& seeded = *seeded_[size_t(c.method)];
             const int64_t remaining = request_.max_tokens < 0 ? INT64_MAX : request_.max_tokens - n_emitted_;
             const int kept = seeded.waiting_prompt_rows();
             if (const int rows = policy_.seed_rows(c, round, remaining, kept, seeded.seed_share()); rows > 0) {
                 const int64_t self_ids = stats.vocab_set_size;
                 seeded.seed_prompt(rows, stats);
-                (self_round ? seed_waits_ : model_seed_waits_) = false;
-                if (self_round) n_ids_ = stats.vocab_set_size;
+                seed_waits_[size_t(c.method)] = false;
+                if (c.method == auto_method::self_nanospec) n_ids_ = stats.vocab_set_size;
                 else stats.vocab_set_size = self_ids;  // the stat is the self candidate's S
                 n_model_ids_ = model_ ? model_->vocab_size() : 0;
+                n_head_ids_ = head_ ? head_->vocab_size() : 0;
                 t_round_ = clock_type::now();
             }
         }
@@ -217,6 +221,9 @@ public:
         // With ngram_chain the draft model's proposal starts with the n-gram match where the policy chose
         // to (its rows join the model's first forward; a match that fills the round runs none).
         if (model_) model_->allow_chain(c.chained > 0);
+        // The head writes the rows it kept while other methods drafted: beyond the rows of its own last
+        // verdict (which a run of head rounds writes in each), they are its catch-up.
+        head_catch_up_ = c.method == auto_method::draft_head ? std::max(0, head_->pending_rows() - last_emitted_) : 0;
         candidates_[size_t(c.method)]->propose(history, std::min(max_n, c.gamma), step, gen, out, stats);
         chained_ = c.method == auto_method::draft_model ? model_->chained() : 0;
     }
@@ -226,7 +233,13 @@ public:
         // only, without the top-k pass over the vocabulary per row that would serialise the step.
         verify_outcome seen = v;
         if (step.n_sequences >= 2) seen.target_logits = nullptr;
-        for (speculator* c : in_order()) c->observe(seen, step, stats);
+        // The EAGLE-3 head's S likewise when this round is not its own: a candidate auto does not choose
+        // should cost next to nothing (a top-k pass per verified row over the target's vocabulary was
+        // 1-2 ms a round on Gemma 3 270M).
+        verify_outcome dormant = seen;
+        dormant.target_logits = nullptr;
+        for (speculator* c : in_order())
+            c->observe(c == head_ && current_ != auto_method::draft_head ? dormant : seen, step, stats);
         // The round's time runs from propose to here: S's update from the verified rows is part of
         // every round's cost (docs/ALGORITHMS.md section 8.1). The cost model's input is the gamma
         // the round verified (a drafter may stop early) and S as the round drafted with it.
@@ -248,11 +261,15 @@ public:
                             ? predicted + costs_.draft_forward_seconds(rows) - costs_.draft_forward_seconds(1 + chained)
                             : 0;  // policy_.observe() times no round predicted at 0
         }
+        // The head's catch-up likewise (fc ran when the rows were verified; its decoder layer now).
+        if (current_ == auto_method::draft_head && head_catch_up_ > 0)
+            predicted = head_catch_up_ <= eagle3_evaluator::kChunk ? predicted + head_catch_up_ * costs_.eagle3_row : 0;
         // Its cache now holds the history and x_1..x_{g-1}, of which x_1..x_k stay on the path.
         if (model_forwarded) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
         policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted, chained);
         n_ids_ = stats.vocab_set_size;
         n_emitted_ += v.n_accepted + 1;
+        last_emitted_ = v.n_accepted + 1;
         // Shadow n-gram score: how much of its proposal the emitted tokens x_1..x_k, y confirm.
         const int n_emitted = v.n_accepted + 1;
         int matched = 0;
@@ -300,13 +317,15 @@ private:
     sequential_speculator* model_ = nullptr;  // candidates_[draft_model] (null: no draft model)
     eagle3_speculator* head_ = nullptr;       // candidates_[draft_head] (null: no EAGLE-3 head)
     std::vector<auto_method> cycle_;         // SPECGEN_AUTO_FORCE_SWITCH's order
-    bool seed_waits_ = false;               // S's prompt seed has not run yet (rows wait for it)
-    bool model_seed_waits_ = false;         // the draft model's S (nanospec) likewise
+    std::array<deferred_seed*, kAutoMethods> seeded_{};  // the candidates whose S seeds at their first round
+    std::array<bool, kAutoMethods> seed_waits_{};        // their prompt seed has not run yet (rows wait for it)
     int n_model_ids_ = 0;                   // the draft model's |S| (0: its full head)
     int n_head_ids_ = 0;                    // the EAGLE-3 head's |S| (0: its whole draft vocabulary)
     int64_t model_synced_ = 0;              // history rows the draft model's cache holds on the path
     int64_t round_history_ = 0;             // this round's history length
     int64_t catch_up_rows_ = 0;             // rows the draft model forwards this round beyond its one
+    int head_catch_up_ = 0;                 // rows the head writes this round beyond its last verdict's
+    int last_emitted_ = 1;                  // tokens the last round emitted
     int chained_ = 0;                       // ngram_chain: the n-gram tokens that start its proposal this round
     speculation_request request_;
     std::vector<int32_t> shadow_tokens_;
