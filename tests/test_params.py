@@ -29,6 +29,9 @@ def test_table_defaults_are_the_struct_defaults():
         elif s["type"] == "flag":
             obj = gp if s["scope"] == "generator" else rp
             assert getattr(obj, name) == (s["default"] == "true"), name
+        elif s["type"] == "toggle":
+            assert s["choices"] == ["off", "on", "auto"], name
+            assert getattr(gp, name) == getattr(_core.Toggle, s["default"]), name
         assert s["doc"], name
 
 
@@ -146,6 +149,36 @@ def test_constructor_seed(model_path):
         assert g.generate("Hi", max_tokens=1, seed=6).stats.seed == 6
     with pytest.raises(InvalidParameterError, match="seed"):
         specgen.Generator(model_path, n_ctx=64, seed=-2)
+
+
+def test_nanospec_is_a_toggle_everywhere(model_path, cli):
+    """nanospec is True / "on", False / "off", or the default "auto": on for a draft model's head (S has ids),
+    off for the self drafter's. The CLI spells it --nanospec [on|off|auto] and --no-nanospec."""
+    def set_size(**kw):
+        with specgen.Generator(model_path, n_ctx=128, n_threads=2, **kw) as g:
+            return g.generate("The capital of France is", max_tokens=4, temperature=0).stats.vocab_set_size
+
+    assert set_size(draft=model_path) > 0  # auto, with the model as its own draft model
+    assert set_size(draft=model_path, nanospec=False) == 0 == set_size(draft=model_path, nanospec="off")
+    assert set_size(draft="self") == 0 == set_size(draft="self", nanospec="auto")
+    assert set_size(draft="self", nanospec="on") == set_size(draft="self", nanospec=True) > 0
+    with pytest.raises(InvalidParameterError, match="'off', 'on' or 'auto'"):
+        specgen.Generator(model_path, draft="self", nanospec="maybe")
+    with pytest.raises(InvalidParameterError, match="nanospec/frspec choose a draft LM head"):
+        specgen.Generator(model_path, nanospec=True)  # asked for, with nothing to cut: an error; auto never is
+
+    def described(*args):
+        r = subprocess.run([cli, "-m", str(model_path), "-p", "Hi", "-n", "1", "--temp", "0", "-t", "1", *args],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return re.search(r"speculation: (.*)", r.stderr).group(1)
+
+    assert ", nanospec (auto)" in described("-md", str(model_path))
+    for off in (["--no-nanospec"], ["--nanospec", "off"], ["--nanospec=off"]):
+        assert "nanospec" not in described("-md", str(model_path), *off), off
+    assert "nanospec" not in described("--draft", "self")
+    assert described("--draft", "self", "--nanospec").endswith(", nanospec")
+    assert described("--draft", "self", "--nanospec") == described("--draft", "self", "--nanospec", "on")
 
 
 def test_c_api_shares_the_table(model_path, tmp_path):

@@ -20,6 +20,7 @@ std::string metavar(const param_spec& s) {
         case param_type::number: return "F";
         case param_type::choice: return s.choices;
         case param_type::flag: return "";
+        case param_type::toggle: return "[on|off|auto]";
         case param_type::text: break;
     }
     const std::string name = s.name;
@@ -129,7 +130,8 @@ options parse_args(int argc, char** argv) {
         const std::vector<std::string> names = param_flag_names(s);
         for (size_t i = 0; i < names.size(); ++i) {
             knobs[names[i]] = &s;
-            if (s.type == param_type::flag && i + 1 == names.size()) negations.insert(names[i]);
+            if ((s.type == param_type::flag || s.type == param_type::toggle) && i + 1 == names.size())
+                negations.insert(names[i]);
         }
     }
     std::set<std::string> given;  // knob names set on the command line
@@ -245,6 +247,15 @@ options parse_args(int argc, char** argv) {
         if (s.type == param_type::flag) {
             if (inline_value) throw usage_error(arg + " takes no value");
             value = negations.count(arg) ? "false" : "true";
+        } else if (s.type == param_type::toggle) {
+            // A bare flag is on, --no-<name> off; a following on|off|auto is its value.
+            if (negations.count(arg)) {
+                if (inline_value) throw usage_error(arg + " takes no value");
+                value = "off";
+            } else if (!inline_value) {
+                const std::string next = i + 1 < argc ? argv[i + 1] : "";
+                value = next == "on" || next == "off" || next == "auto" ? argv[++i] : "on";
+            }
         } else if (!inline_value) {
             if (i + 1 >= argc) throw usage_error("missing value for " + arg);
             value = argv[++i];

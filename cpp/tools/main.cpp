@@ -85,8 +85,9 @@ std::string describe_speculation(const generator_params& g) {
     s += ", verify " + std::string(g.verify == verify_mode::block ? "block" : "token");
     s += ", draft_max " + std::to_string(g.draft_max) + ", draft_min " + std::to_string(g.draft_min);
     if (g.draft_type == draft_kind::self) s += ", self_layers " + std::to_string(g.self_layers);
-    if (g.nanospec) s += ", nanospec";
-    if (g.ngram_chain > 0) s += ", ngram chained (matches of " + std::to_string(g.ngram_chain) + "+ tokens)";
+    if (g.nanospec_on()) s += g.nanospec == toggle::automatic ? ", nanospec (auto)" : ", nanospec";
+    const bool chains = g.draft_type == draft_kind::model || (automatic && !g.draft_model.empty());
+    if (chains && g.ngram_chain > 0) s += ", ngram chained (matches of " + std::to_string(g.ngram_chain) + "+ tokens)";
     if (g.frspec) s += ", frspec " + std::to_string(g.frspec);
     if (g.ssd)
         s += ", ssd (fanout " + std::to_string(g.ssd_fanout) + ", backup " +

@@ -77,6 +77,10 @@ def _param(name: str, value: Any) -> Any:
         return bool(value)
     if kind == "choice":
         return _core.parse_choice(name, _word(name, value, "one of " + ", ".join(spec["choices"])))
+    if kind == "toggle":  # a flag that also takes "auto": True / False, or "on" / "off" / "auto"
+        if isinstance(value, (bool, np.bool_)):
+            value = "on" if value else "off"
+        return _core.parse_choice(name, _word(name, value, "True, False, 'on', 'off' or 'auto'"))
     if kind == "integer":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
@@ -134,8 +138,8 @@ class Generator:
     to a draft GGUF with the same vocabulary) or "auto" (per request and between rounds picks plain decoding,
     "ngram" or the all-layers self drafter with NanoSpec, and gamma, from a cost model measured on this
     machine at load and the live acceptance; docs/ALGORITHMS.md section 8). ``draft="auto"`` (or
-    ``draft_kind="auto"``) with ``draft_model`` adds the draft model as a candidate (its NanoSpec head
-    with ``nanospec=True``, else its full head; its costs are measured beside the target's). The shorter
+    ``draft_kind="auto"``) with ``draft_model`` adds the draft model as a candidate (its head over
+    NanoSpec's S unless ``nanospec=False``; its costs are measured beside the target's). The shorter
     ``draft=`` takes None, "ngram", "self", "auto" or the draft model's path. ``verify`` is "block" (hierarchical/HSD, the default) or "token". ``draft_max`` is
     the most tokens drafted per round (gamma), ``draft_min`` the fewest worth verifying;
     ``draft_p_min`` stops drafting before a position whose drafter top probability is below it (None
@@ -159,10 +163,11 @@ class Generator:
     drafter's top-F tokens (Saguaro sampling; 1 = off). ``nanospec`` / ``frspec`` apply to the SSD
     drafter as to a sequential one (draft logits over S only). Output stays lossless.
 
-    Draft head (self or model drafters, docs/ALGORITHMS.md section 3): ``nanospec=True`` computes draft
-    logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids: the
+    Draft head (self or model drafters, docs/ALGORITHMS.md section 3): ``nanospec=True`` (or "on")
+    computes draft logits only over the request's in-context vocabulary (at most ``nanospec_capacity`` ids: the
     prompt, the target's top ``nanospec_topk`` ids at every prompt and verified position, and the
-    drafted and emitted tokens);
+    drafted and emitted tokens); the default "auto" does so for a draft model's head, where it was
+    measured to pay, and not otherwise (False / "off": the full head);
     ``frspec=N`` over the N most frequent ids of ``frspec_path`` (default: the table shipped for
     Gemma 3's tokenizer, specgen/data). NanoSpec's prompt seed takes the target's top-k over the
     vocabulary's 16384 most frequent ids as the vocabulary's own order ranks them (any model; a
@@ -201,7 +206,7 @@ class Generator:
         ngram_max: Optional[int] = None,
         ngram_min: Optional[int] = None,
         ngram_chain: Optional[int] = None,
-        nanospec: Optional[bool] = None,
+        nanospec: Union[bool, str, None] = None,
         nanospec_capacity: Optional[int] = None,
         nanospec_topk: Optional[int] = None,
         frspec: Optional[int] = None,
@@ -252,7 +257,7 @@ class Generator:
         for name, value in given.items():
             if value is None:
                 continue
-            if _specs()[name]["type"] == "choice":  # the field's enum member of that name
+            if _specs()[name]["type"] in ("choice", "toggle"):  # the field's enum member of that name
                 setattr(p, name, _choice(name, value, type(getattr(p, name))))
             else:
                 setattr(p, name, _param(name, value))

@@ -22,6 +22,7 @@ int main(int argc, char ** argv) {
 
     specgen_generator_params gp = specgen_generator_default_params();
     CHECK(gp.n_threads == 0 && gp.device == NULL && gp.draft_adaptive && gp.reuse_draft_hidden, "defaults");
+    CHECK(gp.nanospec == SPECGEN_TOGGLE_AUTO && SPECGEN_TOGGLE_ON == 1 && SPECGEN_TOGGLE_OFF == 0, "nanospec toggle");
     gp.n_ctx = 0;
     CHECK(specgen_generator_init(argv[1], &gp) == NULL, "n_ctx 0 accepted");
     CHECK(strcmp(specgen_last_error(), "n_ctx must be in [1, 1048576], got 0") == 0, "message: %s", specgen_last_error());
@@ -33,6 +34,14 @@ int main(int argc, char ** argv) {
     gp.draft_kind = (specgen_draft_kind) 9;
     CHECK(specgen_generator_init(argv[1], &gp) == NULL, "draft kind 9 accepted");
     CHECK(strstr(specgen_last_error(), "none, ngram, self, model") != NULL, "message: %s", specgen_last_error());
+    gp = specgen_generator_default_params();
+    gp.nanospec = (specgen_toggle) 3;
+    CHECK(specgen_generator_init(argv[1], &gp) == NULL, "nanospec 3 accepted");
+    CHECK(strstr(specgen_last_error(), "0 off, 1 on, 2 auto") != NULL, "message: %s", specgen_last_error());
+    gp = specgen_generator_default_params();
+    gp.nanospec = SPECGEN_TOGGLE_ON;  /* asked for without a drafter whose head it could cut */
+    CHECK(specgen_generator_init(argv[1], &gp) == NULL, "nanospec on without a drafter accepted");
+    CHECK(strstr(specgen_last_error(), "nanospec/frspec choose a draft LM head") != NULL, "message: %s", specgen_last_error());
 
     gp = specgen_generator_default_params();  /* n_threads 0: automatic */
     gp.n_ctx = 64;

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     for (const bool nanospec : {false, true}) {
         generator_params gp = base(path, 4);
         gp.set_draft(draft_kind::model, path);
-        gp.nanospec = nanospec;
+        gp.nanospec = nanospec ? toggle::on : toggle::off;
         gp.batch_draft_policy = false;  // every slot drafts in every step (a full model draft never pays in a batch)
         gp.draft_max = 4;
         const int64_t before = draft_model_loads();

@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
             continue;
         }
         generator_params p = base;
-        p.nanospec = c.nanospec_capacity > 0;
-        if (p.nanospec) p.nanospec_capacity = c.nanospec_capacity;
+        p.nanospec = c.nanospec_capacity > 0 ? toggle::on : toggle::off;
+        if (c.nanospec_capacity > 0) p.nanospec_capacity = c.nanospec_capacity;
         p.frspec = c.frspec;
         if (c.frspec > 0) p.frspec_path = frspec_table;
         p.draft = "self";

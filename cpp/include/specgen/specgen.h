@@ -116,6 +116,14 @@ typedef enum specgen_kv_type {
     SPECGEN_KV_TYPE_Q8_0 = 2,
 } specgen_kv_type;
 
+/* A knob that is on, off, or left to the engine's measured default (llama.cpp's -fa on|off|auto). ON and
+   OFF are 1 and 0: a program that assigned true / false keeps its meaning. */
+typedef enum specgen_toggle {
+    SPECGEN_TOGGLE_OFF = 0,
+    SPECGEN_TOGGLE_ON = 1,
+    SPECGEN_TOGGLE_AUTO = 2,
+} specgen_toggle;
+
 typedef struct specgen_generator_params {
     int32_t n_ctx;           /* context length in tokens, [1, 1048576]; default 4096 */
     int32_t n_threads;       /* compute threads, [0, 512]; 0 (default): automatic, all cores (at most 8) */
@@ -132,7 +140,8 @@ typedef struct specgen_generator_params {
     int32_t self_layers;           /* self drafter: layers run before exiting; 0: all */
     int32_t ngram_max;             /* n-gram drafter: longest suffix matched, [ngram_min, 64]; default 4 */
     int32_t ngram_min;             /* shortest suffix matched, >= 1; default 1 */
-    bool nanospec;                 /* draft head over the in-context vocabulary (NanoSpec) */
+    specgen_toggle nanospec;       /* draft head over the in-context vocabulary (NanoSpec); default AUTO: on for
+                                      a draft model's head, off otherwise */
     int32_t nanospec_capacity;     /* NanoSpec vocabulary capacity, [16, 1048576]; default 3072 */
     int32_t nanospec_topk;         /* target top-k ids added to it per row, [1, 64]; default 16 */
     int32_t frspec;                /* FR-Spec baseline: draft head over the N most frequent tokens; 0 off */

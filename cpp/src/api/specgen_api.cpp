@@ -203,7 +203,10 @@ specgen_generator_params specgen_generator_default_params(void) {
     p.self_layers = d.self_layers;
     p.ngram_max = d.ngram_max;
     p.ngram_min = d.ngram_min;
-    p.nanospec = d.nanospec;
+    static_assert(int(SPECGEN_TOGGLE_OFF) == int(specgen::toggle::off) && int(SPECGEN_TOGGLE_ON) == int(specgen::toggle::on) &&
+                      int(SPECGEN_TOGGLE_AUTO) == int(specgen::toggle::automatic),
+                  "specgen_toggle mirrors specgen::toggle");
+    p.nanospec = static_cast<specgen_toggle>(int(d.nanospec));
     p.nanospec_capacity = d.nanospec_capacity;
     p.nanospec_topk = d.nanospec_topk;
     p.frspec = d.frspec;
@@ -276,7 +279,12 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.self_layers = p.self_layers;
         gp.ngram_max = p.ngram_max;
         gp.ngram_min = p.ngram_min;
-        gp.nanospec = p.nanospec;
+        switch (p.nanospec) {
+            case SPECGEN_TOGGLE_OFF: gp.nanospec = specgen::toggle::off; break;
+            case SPECGEN_TOGGLE_ON: gp.nanospec = specgen::toggle::on; break;
+            case SPECGEN_TOGGLE_AUTO: gp.nanospec = specgen::toggle::automatic; break;
+            default: return invalid("unknown nanospec " + std::to_string(int(p.nanospec)) + " (valid: 0 off, 1 on, 2 auto)");
+        }
         gp.nanospec_capacity = p.nanospec_capacity;
         gp.nanospec_topk = p.nanospec_topk;
         gp.frspec = p.frspec;

@@ -15,6 +15,14 @@ bool flag_value(const param_spec& s, const std::string& text, const std::string&
     throw invalid_argument_error(label + " (" + s.name + ") takes true or false, got '" + text + "'");
 }
 
+// A toggle: a flag's words, or auto.
+toggle toggle_value(const param_spec& s, const std::string& text, const std::string& label) {
+    if (text == "auto") return toggle::automatic;
+    if (text == "true" || text == "1" || text == "on") return toggle::on;
+    if (text == "false" || text == "0" || text == "off") return toggle::off;
+    throw invalid_argument_error(label + " (" + s.name + ") takes on, off or auto, got '" + text + "'");
+}
+
 }  // namespace
 
 void assign_param_text(const param_spec& s, const std::string& text, const std::string& label, generator_params& g,
@@ -23,13 +31,18 @@ void assign_param_text(const param_spec& s, const std::string& text, const std::
     if (s.type == param_type::flag) {
         const bool v = flag_value(s, text, label);
         if (name == "draft_adaptive") g.draft_adaptive = v;
-        else if (name == "nanospec") g.nanospec = v;
         else if (name == "reuse_draft_hidden") g.reuse_draft_hidden = v;
         else if (name == "batch_draft_policy") g.batch_draft_policy = v;
         else if (name == "ssd") g.ssd = v;
         else if (name == "add_bos") r.add_bos = v;
         else if (name == "ignore_eos") r.ignore_eos = v;
         else throw error("assign_param_text: flag '" + name + "' has no field");
+        return;
+    }
+    if (s.type == param_type::toggle) {
+        const toggle v = toggle_value(s, text, label);
+        if (name == "nanospec") g.nanospec = v;
+        else throw error("assign_param_text: toggle '" + name + "' has no field");
         return;
     }
     if (s.type == param_type::text) {
@@ -98,7 +111,8 @@ std::vector<std::string> param_flag_names(const param_spec& s) {
         out.push_back(all.substr(at, bar - at));
         at = bar + 1;
     }
-    if (s.type == param_type::flag && !out.empty()) out.push_back("--no-" + out.back().substr(2));
+    if ((s.type == param_type::flag || s.type == param_type::toggle) && !out.empty())
+        out.push_back("--no-" + out.back().substr(2));
     return out;
 }
 

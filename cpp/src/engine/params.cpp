@@ -89,7 +89,8 @@ const std::vector<param_spec> kSpecs = {
      "with a draft model: an n-gram match of at least N tokens starts the proposal and the draft model drafts "
      "on after it (llama.cpp's --spec-type draft-simple,ngram-simple); 0: off",
      "--ngram-chain", G::speculative},
-    {"nanospec", S::generator, T::flag, 0, 1, false, "", "false", "draft head over the in-context vocabulary (NanoSpec)",
+    {"nanospec", S::generator, T::toggle, 0, 0, false, "off|on|auto", "auto",
+     "draft head over the in-context vocabulary (NanoSpec); auto: on for a draft model's head, off otherwise",
      "--nanospec", G::speculative},
     {"nanospec_capacity", S::generator, T::integer, 16, 1 << 20, false, "", "3072", "most ids in the NanoSpec vocabulary",
      "--nanospec-capacity", G::speculative},
@@ -215,7 +216,7 @@ const param_spec& param_spec_of(const std::string& name) {
 }
 
 std::string param_range_text(const param_spec& s) {
-    if (s.type == param_type::choice) return std::string("one of ") + s.choices;
+    if (s.type == param_type::choice || s.type == param_type::toggle) return std::string("one of ") + s.choices;
     if (std::isinf(s.max)) return (s.min_open ? "> " : ">= ") + number_text(s.min);
     const long double max = s.max == kU64 ? 18446744073709551615.0L : (long double)s.max;
     return (s.min_open ? "(" : "[") + number_text(s.min) + ", " + number_text(max) + "]";
@@ -236,7 +237,7 @@ long double parse_param_text(const param_spec& s, const std::string& text, const
     const auto expects = [&](const char* what) {
         return invalid_argument_error(who + " expects " + what + " " + param_range_text(s) + ", got '" + text + "'");
     };
-    if (s.type == param_type::choice) {
+    if (s.type == param_type::choice || s.type == param_type::toggle) {
         const std::vector<std::string> names = choices_of(s);
         std::string quoted;
         for (size_t i = 0; i < names.size(); ++i) {
@@ -298,7 +299,20 @@ float generator_params::effective_draft_p_min() const {
     // probability tells a hard position, and stopping there made NanoSpec 1.06x faster at T=0 and
     // 1.15x at T=1 (0.3-0.6 alike); the full head's probability is lower everywhere, and the same
     // stop made the full-head self drafter 0.87x as fast. SSD drafts ahead by its own rules.
-    return nanospec && !ssd ? 0.5f : 0.0f;
+    return nanospec_on() && !ssd ? 0.5f : 0.0f;
+}
+
+bool generator_params::nanospec_on() const {
+    if (nanospec != toggle::automatic) return nanospec == toggle::on;
+    // auto: on for a draft model's head, where NanoSpec paid on the real pair Qwen2.5-Coder 1.5B + 0.5B
+    // (1.05x the full head at T=0, 1.07x at T=1: docs/bench/pair-rows16-2026-12-03.md). Elsewhere it is
+    // asked for: the trained Gemma 3 EAGLE-3 head gained 1.04x / 1.01x, within noise, and a head that is
+    // not confident stops at draft_p_min's 0.5; the self drafter's measured configurations name it; FR-Spec
+    // is the alternative head.
+    if (frspec > 0) return false;
+    const bool automatic = draft == "auto";
+    const bool model = !draft.empty() && draft != "ngram" && draft != "self" && !automatic;
+    return model || (automatic && !draft_model.empty());
 }
 
 void generator_params::validate() const {
@@ -346,15 +360,17 @@ void generator_params::validate() const {
             "draft_kind auto chooses the drafter and its head itself: leave ssd and frspec off");
     // With auto, nanospec chooses the draft model's and the EAGLE-3 head's candidates' heads (the self
     // candidate always has NanoSpec).
-    require(!automatic || !nanospec || !draft_model.empty() || !draft_head.empty(),
+    const bool nanospec_asked = nanospec == toggle::on;  // auto applies where it can, never an error
+    require(!automatic || !nanospec_asked || !draft_model.empty() || !draft_head.empty(),
             "draft_kind auto chooses the drafter and its head itself: nanospec only selects a draft model's or a "
             "draft_head's head (give draft_model or draft_head), leave it off otherwise");
     const bool neural = !draft.empty() && draft != "ngram" && !automatic;
     require(!ssd || neural, "ssd=True needs a neural drafter: draft_kind self or model (got '" +
                                 std::string(draft.empty() ? "none" : draft) + "')");
-    require(!(nanospec && frspec > 0), "nanospec and frspec are alternatives: set one of them");
+    require(!(nanospec_asked && frspec > 0), "nanospec and frspec are alternatives: set one of them");
     check("ngram_chain", ngram_chain);  // a draft model's (on by default): the other drafters ignore it
-    require(!(nanospec || frspec > 0) || neural || (automatic && !draft_model.empty()) || (nanospec && !draft_head.empty()),
+    require(!(nanospec_asked || frspec > 0) || neural || (automatic && !draft_model.empty()) ||
+                (nanospec_asked && !draft_head.empty()),
             "nanospec/frspec choose a draft LM head: they need draft_kind self or model, or (nanospec) a draft_head (got '" +
                 std::string(draft.empty() ? "none" : draft) + "')");
 }

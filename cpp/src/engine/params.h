@@ -16,6 +16,7 @@ enum class verify_mode { token, block };
 enum class ssd_schedule { uniform, geometric };  // SSD fan-out per outcome (docs/ALGORITHMS.md section 4.6)
 enum class ssd_backup_mode { neural, fast };    // SSD cache miss: draft K now | n-gram point masses
 enum class kv_type { f32, f16, q8_0 };          // KV cache element type (llama.cpp -ctk / -ctv)
+enum class toggle { off, on, automatic };        // a toggle-type knob's value ("off|on|auto")
 const char* kv_type_name(kv_type t);             // "f32", "f16", "q8_0"
 
 // What drafts the tokens the target verifies.
@@ -74,7 +75,8 @@ struct generator_params {
     // (docs/ALGORITHMS.md section 6.1); draft_kind model, or auto's draft model (other drafters ignore it).
     // 0: off. 4 measured faster than 0 on a real pair, and 1-3 chained matches that failed too often.
     int32_t ngram_chain = 4;
-    bool nanospec = false;        // draft head over the in-context vocabulary (docs/ALGORITHMS.md section 3)
+    // Draft head over the in-context vocabulary (docs/ALGORITHMS.md section 3); auto: nanospec_on().
+    toggle nanospec = toggle::automatic;
     int32_t nanospec_capacity = 3072;
     int32_t nanospec_topk = 16;   // target top-k ids added to S per prefill/verified row (paper: 3; 16 measured faster)
     int32_t frspec = 0;           // FR-Spec baseline: draft head over the N most frequent tokens
@@ -101,6 +103,10 @@ struct generator_params {
     void set_draft(draft_kind kind, const std::string& model_path = "");
     // draft_p_min, or with -1 the measured best for the drafter's head: 0.5 with NanoSpec, else 0.
     float effective_draft_p_min() const;
+    // Whether the drafter's head runs over NanoSpec's S: nanospec on, or auto where it was measured to pay
+    // (a draft model's head, never beside FR-Spec). auto's candidates resolve it with their own params
+    // (auto_draft_params, ...).
+    bool nanospec_on() const;
     // Throws invalid_argument_error naming the first bad field (the table's message).
     void validate() const;
 };
@@ -120,7 +126,9 @@ struct generate_params {
 };
 
 // ---- the parameter table ----------------------------------------------------------------------
-enum class param_type { integer, number, flag, choice, text };
+// toggle: a flag that also takes "auto", the engine's measured default (llama.cpp's -fa on|off|auto):
+// choices "off|on|auto", a bare flag means on, --no-<name> off.
+enum class param_type { integer, number, flag, choice, text, toggle };
 enum class param_scope { generator, generate };
 enum class param_group { engine, speculative, sampling };  // the section of a front-end's help
 
@@ -130,11 +138,11 @@ struct param_spec {
     param_type type;
     double min, max;            // integer / number: the closed range [min, max] ...
     bool min_open;              // ... or (min, max] when set (top_p, repeat_penalty)
-    const char* choices;        // choice: "a|b|c"
+    const char* choices;        // choice: "a|b|c"; toggle: "off|on|auto"
     const char* default_value;  // as text
     const char* doc;            // one line: meaning, unit, special values
-    const char* flags;          // command-line spellings, "-c|--ctx-size" (llama.cpp's first); flag-type
-                                // knobs also take --no-<long name>
+    const char* flags;          // command-line spellings, "-c|--ctx-size" (llama.cpp's first); flag- and
+                                // toggle-type knobs also take --no-<long name>
     param_group group;
 };
 

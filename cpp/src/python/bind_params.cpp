@@ -23,6 +23,7 @@ const char* type_name(param_type t) {
         case param_type::flag: return "flag";
         case param_type::choice: return "choice";
         case param_type::text: return "text";
+        case param_type::toggle: return "toggle";
     }
     return "?";
 }
@@ -68,7 +69,7 @@ void bind_params(nb::module_& m) {
                 d["min_open"] = s.min_open;
                 d["range"] = param_range_text(s);
             }
-            if (s.type == param_type::choice) {
+            if (s.type == param_type::choice || s.type == param_type::toggle) {
                 nb::list choices;
                 std::string all = s.choices;
                 for (size_t at = 0; at <= all.size();) {
@@ -97,7 +98,8 @@ void bind_params(nb::module_& m) {
         "parse_choice",
         [](const std::string& name, const std::string& text) {
             const param_spec& s = param_spec_of(name);
-            if (s.type != param_type::choice) throw invalid_argument_error(name + " is not a choice");
+            if (s.type != param_type::choice && s.type != param_type::toggle)
+                throw invalid_argument_error(name + " is not a choice");
             return int(parse_param_text(s, text, name));
         },
         nb::arg("name"), nb::arg("text"), "The index of `text` among the choices of `name`; InvalidParameterError naming them.");
@@ -111,6 +113,7 @@ void bind_params(nb::module_& m) {
     nb::enum_<ssd_schedule>(m, "SsdSchedule").value("uniform", ssd_schedule::uniform).value("geometric", ssd_schedule::geometric);
     nb::enum_<ssd_backup_mode>(m, "SsdBackup").value("neural", ssd_backup_mode::neural).value("fast", ssd_backup_mode::fast);
     nb::enum_<kv_type>(m, "KvType").value("f32", kv_type::f32).value("f16", kv_type::f16).value("q8_0", kv_type::q8_0);
+    nb::enum_<toggle>(m, "Toggle").value("off", toggle::off).value("on", toggle::on).value("auto", toggle::automatic);
     nb::enum_<draft_kind>(m, "DraftKind")
         .value("none", draft_kind::none)
         .value("ngram", draft_kind::ngram)

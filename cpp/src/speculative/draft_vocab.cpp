@@ -147,7 +147,7 @@ void top_ids(const float* logits, int64_t n_vocab, int k, int32_t* out) {
 
 std::unique_ptr<draft_vocab> make_draft_vocab(const generator_params& params, const model& m, int32_t n_target_vocab) {
     const float softcap = m.hp().final_softcap;
-    if (params.nanospec) {
+    if (params.nanospec_on()) {
         auto v = std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, m.output(), params.nanospec_capacity, softcap,
                                                params.nanospec_topk);
         v->set_target_vocab(n_target_vocab);
@@ -188,7 +188,7 @@ std::vector<int32_t> ranked_by_vocabulary(const tokenizer& tok, int32_t n) {
 }
 
 std::unique_ptr<draft_vocab> make_seed_vocab(const generator_params& params, const model& m, const tokenizer& tok) {
-    if (!params.nanospec && params.draft_type != draft_kind::automatic) return nullptr;
+    if (!params.nanospec_on() && params.draft_type != draft_kind::automatic) return nullptr;
     const std::vector<int32_t> ids = ranked_by_vocabulary(tok, kSeedIds);
     // Too few ids to rank a top-k from, or too many to save much over the full head (a small vocabulary).
     if (int32_t(ids.size()) < params.nanospec_topk || int64_t(ids.size()) * 2 > m.hp().n_vocab) return nullptr;

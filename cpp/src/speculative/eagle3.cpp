@@ -40,7 +40,7 @@ eagle3_speculator::eagle3_speculator(const generator_params& params, const specu
       p_min_(params.effective_draft_p_min()) {
     auto p = std::make_unique<prefix>();
     prefix_ = p.get();
-    if (params.nanospec) {
+    if (params.nanospec_on()) {
         // S holds target ids; the head has rows for d2t's only (draft_vocab skips the others).
         vocab_ = std::make_unique<draft_vocab>(draft_vocab::kind::nanospec, head_->output, params.nanospec_capacity, 0.0f,
                                                params.nanospec_topk, head_->d2t);

@@ -28,7 +28,7 @@ sequential_speculator::sequential_speculator(const generator_params& params, con
                                              bool defer_seed)
     : p_min_(params.effective_draft_p_min()), length_(params) {
     if (params.draft == "ngram") {
-        if (params.nanospec || params.frspec > 0)
+        if (params.nanospec_on() || params.frspec > 0)
             throw invalid_argument_error("nanospec/frspec choose a draft LM head: they need draft = \"self\" or a draft model, not \"ngram\"");
         drafter_ = make_ngram_drafter(params.ngram_max, params.ngram_min);
         return;

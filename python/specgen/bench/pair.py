@@ -225,9 +225,7 @@ def _generator_kwargs(c: PairConfig, draft: str, threads: int, n_ctx: int) -> Di
     elif c.kind == "ngram":
         kw.update(draft="ngram", verify=c.verify)
     elif c.kind == "auto":
-        kw.update(draft_kind="auto", draft_model=draft)
-        if c.nanospec:  # the draft model candidate's head
-            kw["nanospec"] = True
+        kw.update(draft_kind="auto", draft_model=draft, nanospec=c.nanospec)  # the draft model candidate's head
     if c.kind != "plain":
         if c.draft_max is not None:
             kw["draft_max"] = c.draft_max

@@ -83,13 +83,13 @@ public:
             *t.prefix = std::move(j);
             own.prefix = &joint->self;
         }
-        p.nanospec = false;  // params.nanospec is the draft model's and the head's candidates' head
+        p.nanospec = toggle::off;  // params.nanospec is the draft model's and the head's candidates' head
         p.draft_head.clear();  // the head is a candidate of its own (below)
         p.set_draft(draft_kind::ngram);
         candidates_[size_t(auto_method::ngram)] = make_speculator(p, own);
         p.set_draft(draft_kind::self);
         p.self_layers = 0;  // every layer: the hand-over (docs/ALGORITHMS.md section 4.7)
-        p.nanospec = true;
+        p.nanospec = toggle::on;
         // S's prompt seed waits until a round first drafts with it (seed_prompt() below).
         auto self = std::make_unique<sequential_speculator>(p, own, true);
         self_ = self.get();
