@@ -235,6 +235,21 @@ def test_a_head_chosen_after_other_methods_catches_up(files, plain_tokens, tmp_p
             assert 0 < s["n_draft_forwards"] <= s["n_rounds"] + s["n_drafted"], s
 
 
+def test_prefix_reuse_keeps_the_heads_deferred_rows(files, plain, tmp_path, monkeypatch):
+    """A request of one token runs one round, never the head's (the first round is plain or n-gram): the head
+    only kept its prompt rows' g. The next request extends that prompt and reuses the slot's cached rows,
+    those kept g rows among them; the head, chosen now (exact costs: nearly free), writes them and drafts,
+    and the output is plain decoding's."""
+    _exact_costs(tmp_path, monkeypatch, 1e-6)
+    prompt, longer = PROMPTS[0], PROMPTS[0] + " and the sea"
+    with _auto(files, monkeypatch, "reduced") as g:
+        first = g.generate(prompt, max_tokens=1, temperature=0, ignore_eos=True)
+        assert first.stats["n_draft_forwards"] == 0
+        r = g.generate(longer, max_tokens=N, temperature=0, ignore_eos=True)
+        assert r.stats["n_prompt_tokens_cached"] > 0 and r.stats["draft_head_seconds"] > 0 and r.stats["n_accepted"] > 0
+        assert r.tokens == plain.generate(longer, max_tokens=N, temperature=0, ignore_eos=True).tokens
+
+
 def test_named_file_without_the_head_is_completed_at_load(files, plain_tokens, tmp_path, monkeypatch):
     path = tmp_path / "target-only.json"
     path.write_text(json.dumps(dict(TARGET_COSTS, version=1, body_row_seconds=10.0)))
