@@ -180,6 +180,18 @@ def test_nanospec_is_a_toggle_everywhere(model_path, cli):
     assert described("--draft", "self", "--nanospec").endswith(", nanospec")
     assert described("--draft", "self", "--nanospec") == described("--draft", "self", "--nanospec", "on")
 
+    # The Python front-ends' flags (serve, chat) from the same table: a toggle and a plain flag.
+    import argparse
+
+    from specgen import flags
+
+    parser = argparse.ArgumentParser()
+    flags.add_engine_flags(parser)
+    for argv, nanospec, ssd in ((["--nanospec"], "on", None), (["--nanospec", "auto"], "auto", None),
+                                (["--no-nanospec", "--ssd"], "off", True), (["--no-ssd"], None, False)):
+        ns = parser.parse_args(argv)
+        assert (ns.nanospec, ns.ssd) == (nanospec, ssd), argv
+
 
 def test_c_api_shares_the_table(model_path, tmp_path):
     exe = c_programs.build("params.c", tmp_path / "params")

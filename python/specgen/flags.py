@@ -83,15 +83,14 @@ def add_engine_flags(parser: argparse.ArgumentParser, scopes: Iterable[str] = ("
             group = groups[spec["group"]] = parser.add_argument_group(titles[spec["group"]])
         name, kind, flags = spec["name"], spec["type"], list(spec["flags"])
         kw: Dict[str, Any] = dict(dest=name, default=None, help=_help(spec))
-        if kind == "flag":
+        if kind in ("flag", "toggle"):  # the table's last spelling is --no-<name>
             positive, negative = flags[:-1], flags[-1]
-            group.add_argument(*positive, action="store_const", const=True, **kw)
-            group.add_argument(negative, dest=name, action="store_const", const=False, help=argparse.SUPPRESS)
-            continue
-        if kind == "toggle":  # llama.cpp's -fa: a bare flag is on, or on|off|auto; --no-<name> is off
-            positive, negative = flags[:-1], flags[-1]
-            group.add_argument(*positive, nargs="?", const="on", choices=spec["choices"], metavar="on|off|auto", **kw)
-            group.add_argument(negative, dest=name, action="store_const", const="off", help=argparse.SUPPRESS)
+            if kind == "flag":
+                group.add_argument(*positive, action="store_const", const=True, **kw)
+            else:  # llama.cpp's -fa: a bare flag is on, or on|off|auto
+                group.add_argument(*positive, nargs="?", const="on", choices=spec["choices"], metavar="on|off|auto", **kw)
+            group.add_argument(negative, dest=name, action="store_const", const=False if kind == "flag" else "off",
+                               help=argparse.SUPPRESS)
             continue
         if name == "draft_kind":
             kw.update(type=_draft, metavar="|".join(w for w in DRAFT_WORDS if w != "model"))

@@ -279,12 +279,9 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.self_layers = p.self_layers;
         gp.ngram_max = p.ngram_max;
         gp.ngram_min = p.ngram_min;
-        switch (p.nanospec) {
-            case SPECGEN_TOGGLE_OFF: gp.nanospec = specgen::toggle::off; break;
-            case SPECGEN_TOGGLE_ON: gp.nanospec = specgen::toggle::on; break;
-            case SPECGEN_TOGGLE_AUTO: gp.nanospec = specgen::toggle::automatic; break;
-            default: return invalid("unknown nanospec " + std::to_string(int(p.nanospec)) + " (valid: 0 off, 1 on, 2 auto)");
-        }
+        if (int(p.nanospec) < SPECGEN_TOGGLE_OFF || int(p.nanospec) > SPECGEN_TOGGLE_AUTO)
+            return invalid("unknown nanospec " + std::to_string(int(p.nanospec)) + " (valid: 0 off, 1 on, 2 auto)");
+        gp.nanospec = static_cast<specgen::toggle>(int(p.nanospec));  // the enums agree (default_params)
         gp.nanospec_capacity = p.nanospec_capacity;
         gp.nanospec_topk = p.nanospec_topk;
         gp.frspec = p.frspec;

@@ -9,18 +9,25 @@ namespace specgen {
 
 namespace {
 
+// A flag's words: 1 true, 0 false, -1 neither.
+int flag_word(const std::string& text) {
+    if (text == "true" || text == "1" || text == "on") return 1;
+    if (text == "false" || text == "0" || text == "off") return 0;
+    return -1;
+}
+
 bool flag_value(const param_spec& s, const std::string& text, const std::string& label) {
-    if (text == "true" || text == "1" || text == "on") return true;
-    if (text == "false" || text == "0" || text == "off") return false;
-    throw invalid_argument_error(label + " (" + s.name + ") takes true or false, got '" + text + "'");
+    const int v = flag_word(text);
+    if (v < 0) throw invalid_argument_error(label + " (" + s.name + ") takes true or false, got '" + text + "'");
+    return v == 1;
 }
 
 // A toggle: a flag's words, or auto.
 toggle toggle_value(const param_spec& s, const std::string& text, const std::string& label) {
     if (text == "auto") return toggle::automatic;
-    if (text == "true" || text == "1" || text == "on") return toggle::on;
-    if (text == "false" || text == "0" || text == "off") return toggle::off;
-    throw invalid_argument_error(label + " (" + s.name + ") takes on, off or auto, got '" + text + "'");
+    const int v = flag_word(text);
+    if (v < 0) throw invalid_argument_error(label + " (" + s.name + ") takes on, off or auto, got '" + text + "'");
+    return v == 1 ? toggle::on : toggle::off;
 }
 
 }  // namespace

@@ -109,7 +109,7 @@ void eagle3_speculator::write_rows(int end, bool with_logits, generation_stats& 
             head_logits(m - 1);
         }
     }
-    prefix_->rows = n_rows_ + pending_rows();
+    // prefix_->rows (written + pending) is unchanged: rows moved from pending to written.
 }
 
 int eagle3_speculator::vocab_size() const { return vocab_ ? vocab_->size() : 0; }
