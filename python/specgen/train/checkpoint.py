@@ -29,11 +29,13 @@ class TrainState:
         os.replace(tmp, path)
 
 
-def load_state(path: os.PathLike, make_optimizer) -> TrainState:
-    """The state saved at ``path``; make_optimizer(head) builds the optimizer whose state is restored."""
+def load_state(path: os.PathLike, make_optimizer, device: str = "cpu") -> TrainState:
+    """The state saved at ``path`` with the head on ``device``; make_optimizer(head) builds the optimizer
+    whose state is restored (torch moves it to the head's device)."""
     saved = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
     head = Eagle3Head(HeadConfig(**saved["head_config"]))
     head.load_state_dict(saved["head"])
+    head.to(device)
     opt = make_optimizer(head)
     opt.load_state_dict(saved["optimizer"])
     return TrainState(head=head, optimizer=opt, d2t=saved["d2t"].numpy(), step=int(saved["step"]),

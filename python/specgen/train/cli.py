@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=128, help="tokens per window (default 128)")
     p.add_argument("--ttt-steps", type=int, default=3, help="steps the head is unrolled in training (default 3)")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
+                   help="constant (default) or cosine decay to a tenth of --lr at the last step")
+    p.add_argument("--warmup", type=int, default=0, help="steps of linear learning-rate warm-up (default 0)")
+    p.add_argument("--device", default="cpu",
+                   help="where the engine generates the data and torch trains: cpu (default), cuda or cuda:N")
     p.add_argument("--ff", type=int, default=0, help="the head's FFN width (default 0: the target's)")
     p.add_argument("--no-norm-before-fc", action="store_true", help="feed fc the raw features (default: an "
                                                                     "RMSNorm first, eagle3.norm_before_fc)")
@@ -91,7 +96,7 @@ def _check(args) -> None:
     if not os.path.isdir(out_dir):
         raise UsageError(f"--out {args.out}: directory {out_dir} does not exist")
     for name, lo in (("steps", 1), ("vocab", 1), ("max_tokens", 1), ("n_parallel", 1), ("threads", 0),
-                     ("n_ctx", 8), ("batch_size", 1), ("seq_len", 4), ("ttt_steps", 1), ("ff", 0), ("save_every", 1)):
+                     ("n_ctx", 8), ("batch_size", 1), ("seq_len", 4), ("ttt_steps", 1), ("ff", 0), ("save_every", 1), ("warmup", 0)):
         if getattr(args, name) < lo:
             raise UsageError(f"--{name.replace('_', '-')} must be >= {lo}, got {getattr(args, name)}")
     if not args.lr > 0:
@@ -109,8 +114,20 @@ def _check(args) -> None:
     for module, why in (("torch", "training"), ("gguf", "reading the target and writing the head"), ("tqdm", "progress")):
         if not _installed(module):
             raise UsageError(f"{module} is needed for {why}: pip install 'specgen[train]'")
+    _check_device(args.device)
     if args.plot and not _installed("matplotlib"):
         raise UsageError("--plot needs matplotlib: pip install 'specgen[train]'")
+
+
+def _check_device(device: str) -> None:
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
+        raise UsageError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+    if kind == "cuda":
+        import torch
+
+        if not torch.cuda.is_available() or int(index or 0) >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: torch sees no such CUDA device")
 
 
 def run(args) -> int:
@@ -135,7 +152,8 @@ def run(args) -> int:
         if not 0 <= layer < facts.n_layer:
             raise UsageError(f"--layers: layer {layer} is outside the target's layers [0, {facts.n_layer})")
     cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, ttt_steps=args.ttt_steps,
-                      lr=args.lr, seed=args.seed, save_every=args.save_every)
+                      lr=args.lr, seed=args.seed, save_every=args.save_every,
+                      lr_schedule=args.lr_schedule, warmup=args.warmup, device=args.device)
 
     if os.path.isfile(args.data):
         data = DistillData.load(args.data)
@@ -149,7 +167,7 @@ def run(args) -> int:
 
         bar = tqdm(total=len(prompts), unit="prompt", disable=args.quiet or not sys.stderr.isatty(), dynamic_ncols=True)
         with specgen.Generator(args.model, n_ctx=args.n_ctx, n_parallel=args.n_parallel,
-                               n_threads=args.threads or None) as g:
+                               n_threads=args.threads or None, device=args.device) as g:
             data = generate_data(g, prompts, layers, max_tokens=args.max_tokens, temperature=args.temperature,
                                  seed=args.seed, batch=4 * args.n_parallel, progress=bar.update)
         bar.close()
@@ -160,7 +178,7 @@ def run(args) -> int:
         return make_optimizer(head, cfg)
 
     if args.resume:
-        state = load_state(args.checkpoint, optimizer)
+        state = load_state(args.checkpoint, optimizer, device=args.device)
         say(f"resuming at step {state.step} from {args.checkpoint}")
     else:
         generated = np.concatenate([data.sequence(i)[0][data.sequence(i)[2]:] for i in range(data.n_sequences)])
@@ -175,6 +193,7 @@ def run(args) -> int:
         with torch.no_grad():
             # The reduced LM head starts from the target's rows of those ids (it predicts what they predict).
             head.output.copy_(torch.from_numpy(target.output_rows(d2t)))
+        head.to(args.device)
         state = TrainState(head=head, optimizer=optimizer(head), d2t=d2t)
     say(f"head: draft vocabulary {len(state.d2t)}, layers {layers}, {sum(p.numel() for p in state.head.parameters())} "
         f"parameters; training steps {state.step}..{cfg.steps}")

@@ -53,7 +53,7 @@ def rope(x: torch.Tensor, pos: torch.Tensor, base: float) -> torch.Tensor:
     """llama.cpp's normal RoPE on GGUF's permuted q/k: adjacent pairs (2i, 2i+1) rotated by pos * base^(-2i/d).
     x: [..., n, n_head, d]; pos: [n]."""
     d = x.shape[-1]
-    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=pos.device) / d)
     ang = (pos[:, None].double() * inv[None, :]).to(x.dtype)
     cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
     a, b = x[..., 0::2], x[..., 1::2]
@@ -70,7 +70,7 @@ def causal_attention(x_in, wq, wk, wv, wo, pos, n_head: int, n_head_kv: int, hea
     rep = n_head // n_head_kv
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(head_dim)
-    s = s.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+    s = s.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool, device=s.device), 1), float("-inf"))
     a = torch.einsum("hij,jhd->ihd", torch.softmax(s, -1), v).reshape(n, -1)
     return a @ wo.T
 
@@ -162,9 +162,9 @@ class Eagle3Head(nn.Module):
         """The decoder layer over one sequence's rows (embeds[i], g[i]) at positions pos (default 0..n-1),
         causal: (pre-norm outputs [n, H], logits [n, n_draft_vocab])."""
         cfg = self.cfg
-        pos = torch.arange(embeds.shape[0]) if pos is None else pos
+        pos = torch.arange(embeds.shape[0], device=embeds.device) if pos is None else pos
         cat, gn = self._inputs(embeds, g)
-        attn = causal_attention(cat, self.wq, self.wk, self.wv, torch.eye(cfg.n_head * cfg.head_dim, dtype=cat.dtype),
+        attn = causal_attention(cat, self.wq, self.wk, self.wv, torch.eye(cfg.n_head * cfg.head_dim, dtype=cat.dtype, device=cat.device),
                                 pos, cfg.n_head, cfg.n_head_kv, cfg.head_dim, cfg.rope_base)
         h = self._after_attention(attn, g, gn)
         return h, self.logits(h)

@@ -1,7 +1,8 @@
 """The training loop: windows of self-distilled sequences, the head unrolled ``ttt_steps`` steps on its
 own hidden states (unroll.py), cross-entropy against the target's next tokens over the reduced vocabulary
 (rows whose next token is outside it, or was the prompt's rather than the target's, carry no loss),
-step j weighted ``step_decay ** j`` (later steps are harder and rarer), AdamW."""
+step j weighted ``step_decay ** j`` (later steps are harder and rarer), AdamW at a constant rate or on a
+cosine schedule with linear warm-up. Runs on any torch device: the data's features are moved there once."""
 from __future__ import annotations
 
 import sys
@@ -29,6 +30,22 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0
     save_every: int = 50          # checkpoint period (steps); the last step is always saved
+    lr_schedule: str = "constant"  # or "cosine": decays to min_lr_ratio * lr at the last step
+    warmup: int = 0               # steps of linear warm-up from 0 to lr
+    min_lr_ratio: float = 0.1
+    device: str = "cpu"           # torch device of the head and the batches
+
+
+def learning_rate(cfg: TrainConfig, step: int) -> float:
+    """The rate of optimizer step ``step`` (0-based)."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    span = max(1, cfg.steps - cfg.warmup)
+    progress = min(1.0, (step - cfg.warmup) / span)
+    floor = cfg.min_lr_ratio * cfg.lr
+    return floor + (cfg.lr - floor) * 0.5 * (1.0 + np.cos(np.pi * progress))
 
 
 def make_optimizer(head: Eagle3Head, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -41,8 +58,11 @@ class Batches:
     def __init__(self, data: DistillData, embedding: Callable[[np.ndarray], np.ndarray], d2t: np.ndarray,
                  n_vocab: int, cfg: TrainConfig):
         self.data, self.cfg = data, cfg
+        self.device = torch.device(cfg.device)
         self.ids = np.unique(data.tokens)
-        self.table = torch.from_numpy(embedding(self.ids))          # [n_used, H]: the target's rows, frozen
+        self.table = torch.from_numpy(embedding(self.ids)).to(self.device)  # [n_used, H]: the target's rows, frozen
+        # [rows, n_layers * H_t], moved to the device once: a batch is then a gather there.
+        self.features = torch.from_numpy(data.features.reshape(len(data.features), -1)).to(self.device)
         self.t2d = target_to_draft(d2t, n_vocab)
         lengths = np.diff(data.offsets)
         self.usable = np.flatnonzero(lengths >= 3)                  # a row and its label need 3 tokens
@@ -52,22 +72,25 @@ class Batches:
         picks = rng.choice(self.usable, size=B)
         L = min(cfg.seq_len, int(max(np.diff(self.data.offsets)[picks])))
         n = L - 1
-        F = self.data.features.shape[1] * self.data.features.shape[2]
         emb_idx = np.zeros((B, n), dtype=np.int64)
-        feats = np.zeros((B, n, F), dtype=np.float32)
+        feature_rows = np.zeros((B, n), dtype=np.int64)
+        filled = np.zeros((B, n), dtype=bool)
         labels = np.full((B, n), -100, dtype=np.int64)
         for b, i in enumerate(picks):
-            tokens, features, n_prompt = self.data.sequence(int(i))
+            tokens, _, n_prompt = self.data.sequence(int(i))
             start = int(rng.integers(0, max(1, len(tokens) - L + 1)))
             w = tokens[start:start + L]
             m = len(w) - 1
             emb_idx[b, :m] = np.searchsorted(self.ids, w[1:])
-            feats[b, :m] = features[start:start + m].reshape(m, F)
+            feature_rows[b, :m] = int(self.data.offsets[i]) + start + np.arange(m)
+            filled[b, :m] = True
             if m >= 2:
                 target_rows = np.arange(2, m + 1) + start >= n_prompt   # t_{P+2} chosen by the target
                 lab = self.t2d[w[2:]]
                 labels[b, :m - 1] = np.where(target_rows & (lab >= 0), lab, -100)
-        return self.table[torch.from_numpy(emb_idx)], torch.from_numpy(feats), torch.from_numpy(labels)
+        put = lambda a: torch.from_numpy(a).to(self.device)  # noqa: E731
+        feats = self.features[put(feature_rows)] * put(filled)[..., None]  # rows past a short window: zeros
+        return self.table[put(emb_idx)], feats, put(labels)
 
 
 def train_step(state: TrainState, batches: Batches, cfg: TrainConfig, rng: np.random.Generator) -> Optional[float]:
@@ -76,7 +99,7 @@ def train_step(state: TrainState, batches: Batches, cfg: TrainConfig, rng: np.ra
     head = state.head
     logits = unrolled_logits(head, embeds, head.fuse(feats), cfg.ttt_steps)
     total, weight = 0.0, 0.0
-    rows = torch.arange(labels.shape[1])
+    rows = torch.arange(labels.shape[1], device=labels.device)
     for j, lj in enumerate(logits):
         lab = labels.masked_fill((rows < j)[None, :], -100)
         if not bool((lab >= 0).any()):
@@ -88,6 +111,8 @@ def train_step(state: TrainState, batches: Batches, cfg: TrainConfig, rng: np.ra
     if weight == 0.0:
         return None
     loss = total / weight
+    for group in state.optimizer.param_groups:
+        group["lr"] = learning_rate(cfg, state.step)
     state.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)

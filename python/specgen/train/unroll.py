@@ -31,8 +31,8 @@ def unrolled_logits(head: Eagle3Head, embeds: torch.Tensor, g0: torch.Tensor, st
     B, n, _ = embeds.shape
     H, Hkv, D = cfg.n_head, cfg.n_head_kv, cfg.head_dim
     rep = H // Hkv
-    pos = torch.arange(n)
-    rows = torch.arange(n)
+    pos = torch.arange(n, device=embeds.device)
+    rows = pos
     context_mask = rows[None, :] > rows[:, None]  # key j after query i
     keys: List[torch.Tensor] = []
     values: List[torch.Tensor] = []
