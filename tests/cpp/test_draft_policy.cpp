@@ -5,7 +5,11 @@
 //  - a draft forward's fixed part can make one sequence's draft token a loss and every sequence's a
 //    gain: the policy finds the gain;
 //  - before any draft step is measured, a draft row costs the target's scaled by the size ratio; once
-//    one is, the measurement.
+//    one is, the measurement;
+//  - a sequence whose draft model lacks many history rows (it skipped rounds, or its prompt) pays them
+//    with its first draft token, spread over the rounds its request has left: it drafts only where
+//    that pays, the others as before.
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -70,6 +74,32 @@ int main() {
         std::vector<int> one;
         p.choose(seqs, 4, one, true);
         check(one == std::vector<int>(4, 0), "one sequence's draft forward alone is a loss: " + str(one));
+    }
+    {
+        // The cheap draft model above, but sequence 0's draft lacks 200 rows: forwarding them (about
+        // 1.3 s by the table's shape) for 0.8 expected tokens loses; a 2-row catch-up does not.
+        const draft_policy p = measured(0.1, 0.005);
+        std::vector<draft_policy::sequence> seqs(4, draft_policy::sequence{0.8, 0.0, 8});
+        seqs[0].catch_up_rows = 200;
+        std::vector<int> caps;
+        p.choose(seqs, 4, caps, true);
+        check(caps[0] == 0 && caps[1] >= 2 && caps[2] >= 2 && caps[3] >= 2,
+              "a long catch-up keeps that sequence from drafting, not the others: " + str(caps));
+        seqs[0].catch_up_rows = 2;
+        p.choose(seqs, 4, caps, true);
+        check(caps[0] >= 2, "a short catch-up still drafts: " + str(caps));
+        // Priced per row: alone in the batch, the catch-up that made drafting a loss still is one.
+        std::vector<draft_policy::sequence> two(2, draft_policy::sequence{0.8, 0.0, 8});
+        two[0].catch_up_rows = two[1].catch_up_rows = 400;
+        p.choose(two, 2, caps, true);
+        check(caps == std::vector<int>(2, 0), "two long catch-ups draft nothing: " + str(caps));
+        // The catch-up a round is charged: spread over the rounds left (tokens left / E[tokens a round]).
+        const double e = draft_policy::expected_tokens(0.5, 4);  // 1.9375 tokens a round
+        check(draft_policy::amortized_catch_up(0, 0.5, 4, 100) == 0, "no catch-up, no rows");
+        check(draft_policy::amortized_catch_up(300, 0.5, 4, 1000) == int(std::ceil(300 / (1000 / e))),
+              "a prompt's catch-up spread over a long request");
+        check(draft_policy::amortized_catch_up(300, 0.5, 4, 1) == 300, "a request about to end pays it all");
+        check(draft_policy::amortized_catch_up(1, 0.9, 8, 1000) == 1, "any catch-up costs a row");
     }
     {
         draft_policy p = measured(0, 0);  // target steps only

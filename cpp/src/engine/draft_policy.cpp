@@ -52,6 +52,13 @@ double draft_policy::expected_tokens(double a, int g) {
     return (1.0 - std::pow(a, g + 1)) / (1.0 - a);
 }
 
+int draft_policy::amortized_catch_up(int rows_behind, double acceptance, int max_draft, int64_t tokens_left) {
+    if (rows_behind <= 0) return 0;
+    const double rounds_left = std::max(1.0, double(std::max<int64_t>(1, tokens_left)) /
+                                                 expected_tokens(acceptance, std::max(1, max_draft)));
+    return int(std::min<double>(rows_behind, std::ceil(rows_behind / rounds_left)));
+}
+
 double draft_policy::draft_step_seconds(int rows) const {
     if (rows <= 0) return 0;
     return draft_.empty() ? size_ratio_ * target_.seconds(rows) : draft_.seconds(rows);
@@ -65,8 +72,10 @@ void draft_policy::choose(const std::vector<sequence>& seqs, int fixed_rows, std
     double draft_time = 0;
     int rows = fixed_rows;
     double best = tokens / step_seconds(rows);
-    // Batched drafts: level[j] = sequences drafting at least j + 1 tokens (draft position j's rows).
+    // Batched drafts: level[j] = rows of draft position j's forward (a sequence's first position also
+    // carries its catch-up rows).
     std::vector<int> level;
+    auto draft_rows = [&](size_t b) { return caps[b] == 0 ? 1 + std::max(0, seqs[b].catch_up_rows) : 1; };
     auto draft_delta = [&](int j, int added) {
         const int now = j < int(level.size()) ? level[j] : 0;
         return draft_step_seconds(now + added) - draft_step_seconds(now);
@@ -84,7 +93,7 @@ void draft_policy::choose(const std::vector<sequence>& seqs, int fixed_rows, std
         for (size_t b = 0; b < B; ++b) {
             if (caps[b] >= seqs[b].max_draft) continue;
             const double gain = gain_of(b);
-            const double draft = batched_drafts ? draft_delta(caps[b], 1) : seqs[b].draft_seconds;
+            const double draft = batched_drafts ? draft_delta(caps[b], draft_rows(b)) : seqs[b].draft_seconds;
             const double rate = (tokens + gain) / (step_seconds(rows + 1) + draft_time + draft);
             if (rate > pick_rate * (1.0 + 1e-9)) {
                 pick = int(b);
@@ -102,14 +111,15 @@ void draft_policy::choose(const std::vector<sequence>& seqs, int fixed_rows, std
                 for (size_t b = 0; b < c && first; ++b) first = caps[b] != caps[c] || caps[b] >= seqs[b].max_draft;
                 if (!first) continue;
                 double gain = 0;
-                int m = 0;
+                int m = 0, added = 0;
                 for (size_t b = 0; b < B; ++b)
                     if (caps[b] == caps[c] && caps[b] < seqs[b].max_draft) {
                         gain += gain_of(b);
+                        added += draft_rows(b);
                         ++m;
                     }
                 if (m < 2) continue;  // the single move above
-                const double draft = draft_delta(caps[c], m);
+                const double draft = draft_delta(caps[c], added);
                 const double rate = (tokens + gain) / (step_seconds(rows + m) + draft_time + draft);
                 if (rate > pick_rate * (1.0 + 1e-9)) {
                     pick = -1;
@@ -125,7 +135,7 @@ void draft_policy::choose(const std::vector<sequence>& seqs, int fixed_rows, std
         auto grow = [&](size_t b) {
             if (batched_drafts) {
                 if (int(level.size()) <= caps[b]) level.resize(size_t(caps[b]) + 1, 0);
-                level[caps[b]] += 1;
+                level[caps[b]] += draft_rows(b);
             }
             caps[b] += 1;
         };

@@ -11,7 +11,11 @@
 // costs sum_j D(n_j). D is measured as the engine runs (a second table, like T); until a draft step is
 // seen it is T scaled by the bytes a draft decode step reads over the target's (draft_size_ratio). The
 // search then also tries one more token for every sequence at the same length at once, since the first
-// row of a draft forward pays its fixed part for all of them.
+// row of a draft forward pays its fixed part for all of them. A sequence's first draft token also
+// pays for the history its draft model has not forwarded yet (catch_up_rows: the rounds it skipped,
+// or its prompt after admission), rows of draft position 0's forward, spread over the rounds the
+// request has left: a sequence starts drafting again only where the catch-up pays over the rest of
+// its request.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -36,6 +40,7 @@ public:
         double acceptance;       // a_b in [0, 1)
         double draft_seconds;    // time to draft one token (0 for n-gram lookup)
         int max_draft;           // the speculator's own limit (0: it drafts nothing)
+        int catch_up_rows = 0;   // batched drafts: catch-up rows charged to this round (amortized_catch_up)
     };
     // fixed_rows: rows the step runs whatever the drafts (one per decoding sequence, prefill chunks).
     // caps[b] = g_b. batched_drafts: the sequences draft through one batched draft model (their
@@ -46,6 +51,11 @@ public:
     // a_b from a sequence's counts (a prior of 1 accepted in 2 drafted, at most 0.95).
     static double acceptance(int64_t n_accepted, int64_t n_drafted);
     static double expected_tokens(double a, int g);
+    // The catch-up rows to charge one round (sequence::catch_up_rows): rows_behind spread over the
+    // rounds the request has left (tokens_left / the tokens a round of max_draft emits at acceptance a),
+    // since drafting after it pays for every one of them. A prompt's catch-up is then nearly free for a
+    // long request and ruinous for one about to end. Rounded up: any catch-up costs a row.
+    static int amortized_catch_up(int rows_behind, double acceptance, int max_draft, int64_t tokens_left);
 
 private:
     // Seconds of a step per row count, measured online.

@@ -264,9 +264,11 @@ void scheduler::run_step(const std::vector<sequence*>& act) {
         std::vector<draft_policy::sequence> seqs;
         for (sequence* s : decoding) {
             const generation_stats& st = s->stats();
-            const double a = s->expected_acceptance();
-            seqs.push_back({a >= 0 ? a : draft_policy::acceptance(st.n_accepted, st.n_drafted),
-                            st.n_drafted > 0 ? st.draft_seconds / double(st.n_drafted) : 0.0, p.draft_max});
+            const double e = s->expected_acceptance();
+            const double a = e >= 0 ? e : draft_policy::acceptance(st.n_accepted, st.n_drafted);
+            const int behind = drafts ? s->draft_rows_behind() : 0;
+            seqs.push_back({a, st.n_drafted > 0 ? st.draft_seconds / double(st.n_drafted) : 0.0, p.draft_max,
+                            draft_policy::amortized_catch_up(behind, a, p.draft_max, s->tokens_left())});
         }
         policy_.choose(seqs, int(decoding.size()), caps_, drafts != nullptr);
     }

@@ -76,6 +76,15 @@ void sequence::prefill_done(int m, const float* batch_hidden) {
 
 // ---- a round ------------------------------------------------------------------------------------
 
+int sequence::draft_rows_behind() const {
+    return slot_ && slot_->spec ? slot_->spec->draft_rows_behind(history_) : 0;
+}
+
+int64_t sequence::tokens_left() const {
+    const int64_t budget = params_.max_tokens < 0 ? INT64_MAX : params_.max_tokens - int64_t(generated_.size());
+    return std::min(budget, int64_t(target_.params.n_ctx) - n_past_);
+}
+
 void sequence::propose(int cap, int n_sequences, draft_batch* drafts) {
     proposal_.clear();
     gamma_ = 0;

@@ -53,6 +53,10 @@ public:
     uint64_t seed() const { return params_.seed; }
     // What the batch policy (engine/draft_policy.h) expects its drafts to accept (step_context).
     double expected_acceptance() const { return step_.expected_acceptance; }
+    // History rows the slot's batched draft model lacks before its next draft (speculator.h).
+    int draft_rows_behind() const;
+    // Tokens it may still emit: its max_tokens budget or the context's room, whichever ends first.
+    int64_t tokens_left() const;
 
     // ---- admission and prefill ----
     // Takes slot s, whose KV rows 0..n_cached-1 hold its prompt's first rows, alongside n_sequences - 1

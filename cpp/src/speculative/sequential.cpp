@@ -137,6 +137,10 @@ void sequential_speculator::observe(const verify_outcome& v, step_context&, gene
     else if (vocab_) stats.vocab_set_size = vocab_->size();
 }
 
+int sequential_speculator::draft_rows_behind(const std::vector<int32_t>& history) const {
+    return batched_ ? batched_->rows_behind(history) : 0;  // drafting alone is priced per token instead
+}
+
 void sequential_speculator::end() {
     if (nanospec_) nanospec_->end();
 }

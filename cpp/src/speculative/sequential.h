@@ -31,6 +31,7 @@ public:
     void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
                  generation_stats& stats) override;
     void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override;
+    int draft_rows_behind(const std::vector<int32_t>& history) const override;
 
     // deferred_seed (nanospec::seed_waiting), with defer_seed set; |S| of the drafter's head.
     int waiting_prompt_rows() const override;

@@ -132,6 +132,10 @@ public:
     // speculation cache. Also after a round the batch policy left without a draft (gamma 0). Sets
     // stats.vocab_set_size.
     virtual void observe(const verify_outcome& v, step_context& step, generation_stats& stats) = 0;
+    // Rows of `history` a batched draft model has not forwarded yet besides the last (the rounds the
+    // batch policy left without a draft, or the prompt after admission): its next first draft forward
+    // carries them, and the policy prices them (engine/draft_policy.h). 0: none, or no draft model.
+    virtual int draft_rows_behind(const std::vector<int32_t>& history) const { return 0; }
     // The request ends (finished or cancelled). Idempotent.
     virtual void end() {}
 };

@@ -2,7 +2,7 @@
 llama.cpp's eagle3 GGUF layout (docs/DESIGN.md section 4.1).
 
     specgen-train-draft --model target.gguf --out head.gguf [--prompts FILE] [--compose N] [--steps N] [--vocab N]
-                        [--layers a,b,c] [--resume] [--plot loss.png] ...
+                        [--layers a,b,c] [--resume] [--plot loss.png] [--device cuda] ...
 
 A bad command line is one line `specgen-train-draft: error: ...` and exit code 2; a failure while it
 runs is the same line with exit code 1.

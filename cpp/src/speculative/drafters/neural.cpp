@@ -75,15 +75,23 @@ void neural_drafter::head(const float* h, size_t slot) {
     head_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int neural_drafter::keep_prefix(const std::vector<int32_t>& ctx) {
+int neural_drafter::cached_prefix(const std::vector<int32_t>& ctx) const {
     const int n = int(ctx.size());
     if (follows_target_) return n - 1;  // the target's cache holds everything but the last row
     size_t lcp = 0;
     const size_t lim = std::min(cached_.size(), ctx.size());
     while (lcp < lim && cached_[lcp] == ctx[lcp]) ++lcp;
-    const int n_keep = std::min<int>(int(lcp), n - 1);
-    cached_.resize(size_t(n_keep));
+    return std::min<int>(int(lcp), n - 1);
+}
+
+int neural_drafter::keep_prefix(const std::vector<int32_t>& ctx) {
+    const int n_keep = cached_prefix(ctx);
+    if (!follows_target_) cached_.resize(size_t(n_keep));
     return n_keep;
+}
+
+int neural_drafter::rows_behind(const std::vector<int32_t>& ctx) const {
+    return std::max(0, int(ctx.size()) - 1 - cached_prefix(ctx));
 }
 
 bool neural_drafter::forward(const std::vector<int32_t>& ctx, const std::vector<int>& rows, const abort_check* abort,

@@ -104,6 +104,8 @@ public:
     // The rows of ctx the cache still holds (the longest common prefix, at most ctx.size() - 1); forgets
     // the rest: the caller forwards ctx[keep_prefix(ctx)..] and reports it with forwarded().
     int keep_prefix(const std::vector<int32_t>& ctx);
+    // The rows of ctx before its last that keep_prefix(ctx) would leave to forward (it forgets nothing).
+    int rows_behind(const std::vector<int32_t>& ctx) const;
     void forwarded(const int32_t* tokens, int n) { cached_.insert(cached_.end(), tokens, tokens + n); }
     // q = the processed distribution of the head's logits [n_logits()] after context ctx (as draft()).
     void process(const float* logits, const sampling_params& sp, const std::vector<int32_t>& ctx, token_dist& q) {
@@ -111,6 +113,9 @@ public:
     }
 
 private:
+    // The longest common prefix of ctx and the rows the cache holds, at most ctx.size() - 1.
+    int cached_prefix(const std::vector<int32_t>& ctx) const;
+
     const model& m_;
     int n_layers_;
     kv_cache& cache_;
