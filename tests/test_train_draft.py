@@ -238,6 +238,11 @@ def _run_cli(*args):
     (["--model", "{target}", "--out", "{dir}/h.gguf", "--bogus"], "unrecognized arguments: --bogus"),
     (["--model", "{target}", "--out", "{dir}/h.gguf", "--compose", "-1"], "--compose must be in [0, "),
     (["--model", "{target}", "--out", "{dir}/h.gguf", "--compose", "99999"], "--compose must be in [0, "),
+    (["--model", "{target}", "--out", "{dir}/h.gguf", "--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
+    (["--model", "{target}", "--out", "{dir}/h.gguf", "--device", "cpu:1"], "--device must be cpu, cuda or cuda:N"),
+    (["--model", "{target}", "--out", "{dir}/h.gguf", "--device", "cuda:99"], "torch sees no such CUDA device"),
+    (["--model", "{target}", "--out", "{dir}/h.gguf", "--warmup", "-1"], "--warmup must be >= 0"),
+    (["--model", "{target}", "--out", "{dir}/h.gguf", "--lr-schedule", "linear"], "invalid choice: 'linear'"),
 ])
 def test_cli_errors_are_one_line_and_exit_2(tiny, args, message):
     r = _run_cli(*[a.format(dir=tiny["dir"], target=tiny["target"], prompts=tiny["prompts"]) for a in args])
@@ -260,3 +265,18 @@ def test_cli_without_its_extra(tiny, tmp_path, blocked, flags, message):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("specgen-train-draft: error: ") and message in lines[0], r.stderr
+
+
+def test_learning_rate_schedules():
+    """Warm-up rises linearly to lr; constant stays there; cosine falls to min_lr_ratio * lr at the last step."""
+    from specgen.train.trainer import TrainConfig, learning_rate
+
+    const = TrainConfig(steps=100, lr=1e-3, warmup=10)
+    assert learning_rate(const, 0) == pytest.approx(1e-4) and learning_rate(const, 9) == pytest.approx(1e-3)
+    assert learning_rate(const, 50) == learning_rate(const, 99) == 1e-3
+    cos = TrainConfig(steps=110, lr=1e-3, warmup=10, lr_schedule="cosine", min_lr_ratio=0.1)
+    rates = [learning_rate(cos, i) for i in range(110)]
+    assert rates[10] == pytest.approx(1e-3)
+    assert rates[60] == pytest.approx(0.55e-3)       # half way: the mean of lr and its floor
+    assert rates[110 - 1] == pytest.approx(1e-4, rel=1e-2)  # the floor itself comes one step after the last
+    assert all(a >= b for a, b in zip(rates[10:], rates[11:]))
