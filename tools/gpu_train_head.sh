@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Trains an EAGLE-3 head for Gemma 3 270M on a lent GPU machine, whose calls carry at most 64 MiB and
 # which cannot download: the target travels in zstd chunks, one call each, while the first call's
-# background build (CUDA on, then tests/test_cuda.py) runs. Every step works under /tmp/sg, which
-# outlives a call while the machine stays warm.
+# background build (CUDA on) runs; `start` also runs tests/test_cuda.py beside the training. Every step
+# works under /tmp/sg, which outlives a call while the machine stays warm.
 #
 #   tools/gpu_train_head.sh build             copy the tree, build _core/_testing (CUDA; CPU if that fails)
 #   tools/gpu_train_head.sh receive FILE      append one chunk of the zstd-compressed target
 #   tools/gpu_train_head.sh start SECONDS     check the target's sha256, train until now + SECONDS (background)
 #   tools/gpu_train_head.sh wait OUT          wait for the training, copy its results to OUT
 #
-# The training is tools/train_head_budget.py; .headdata/local_tokens.npz holds continuations made
-# beforehand on a CPU (greedy), the device adds sampled ones.
+# The training is tools/train_head_budget.py. Prepared here, in .headdata/ (ignored by git, named in each
+# call's carry):
+#   zstd -19 -q target.gguf -o t.zst && split -b 59177032 -d -a 1 t.zst .headdata/c   (4 chunks fit a call)
+#   .headdata/tokens_snapshot.npz: greedy continuations of the corpus's first prompts made beforehand on
+#     a CPU (tokens / offsets / n_prompt, as train_head_budget.py --tokens reads them)
+#   .headdata/zbin/: /usr/bin/zstd and the libraries ldd lists for it but libc (the machine has no zstd)
+#   .whl/: the gguf wheel (pip download --no-deps --only-binary=:all: --python-version 3.12 gguf==0.19.0)
+# Calls (2026-12-04): `receive .headdata/c0` + `build` in the background (carry c0 and .whl),
+# `receive c1`, `receive c2`, then `receive c3 && start 520 && wait $OUT`.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 sg=/tmp/sg
@@ -44,6 +51,7 @@ receive)
   cat "$here/$2" >> "$sg/target.gguf.zst" && ls -l "$sg/target.gguf.zst"
   ;;
 start)
+  [ -d "$here/.headdata/zbin" ] && export PATH="$here/.headdata/zbin:$PATH" LD_LIBRARY_PATH="$here/.headdata/zbin"
   zstd -d -q -f "$sg/target.gguf.zst" -o "$sg/gemma.gguf" || exit 1
   sha=$(sha256sum "$sg/gemma.gguf" | cut -d' ' -f1)
   echo "target sha256 $sha"
