@@ -280,3 +280,26 @@ def test_learning_rate_schedules():
     assert rates[60] == pytest.approx(0.55e-3)       # half way: the mean of lr and its floor
     assert rates[110 - 1] == pytest.approx(1e-4, rel=1e-2)  # the floor itself comes one step after the last
     assert all(a >= b for a, b in zip(rates[10:], rates[11:]))
+
+
+def test_training_stops_at_its_deadline(tiny, trained):
+    """train(deadline=...) starts no step after the deadline and checkpoints the step it reached; a fresh
+    state's draft vocabulary covers the data's continuations, most frequent ids first."""
+    import time
+
+    from specgen.train.data import DistillData
+    from specgen.train.target import TargetGGUF
+    from specgen.train.trainer import Batches, TrainConfig, fresh_state, train
+
+    data = DistillData.load(f"{trained}.data.npz")
+    target = TargetGGUF(tiny["target"])
+    cfg = TrainConfig(steps=50, batch_size=2, seq_len=16)
+    state = fresh_state(target, data, list(data.layers), cfg, vocab=8)
+    assert len(state.d2t) == 8 and set(state.d2t) <= set(data.generated().tolist())
+    batches = Batches(data, target.embedding_rows, state.d2t, target.facts.n_vocab, cfg)
+    ckpt = tiny["dir"] / "deadline.ckpt"
+    train(state, batches, cfg, checkpoint_path=ckpt, show_progress=False, deadline=time.time() - 1)
+    assert state.step == 0 and not ckpt.exists()
+    train(state, batches, TrainConfig(steps=3, batch_size=2, seq_len=16), checkpoint_path=ckpt, show_progress=False,
+          deadline=time.time() + 600)
+    assert state.step == 3 and ckpt.exists()

@@ -220,8 +220,7 @@ def main() -> int:
 
     held, data = subset(keep[:n_hold]), subset(keep[n_hold:])
     summary["train_sequences"], summary["train_tokens"] = data.n_sequences, int(len(data.tokens))
-    summary["generated_train_tokens"] = int(sum(len(data.sequence(i)[0]) - data.sequence(i)[2]
-                                                for i in range(data.n_sequences)))
+    summary["generated_train_tokens"] = len(data.generated())
     log(f"train: {data.n_sequences} sequences, {len(data.tokens)} tokens "
         f"({summary['generated_train_tokens']} generated); held out {held.n_sequences}")
 
@@ -235,58 +234,37 @@ def main() -> int:
 
 
 def train_head(args, facts, layers, data, held, summary, torch) -> None:
-    from specgen.train.checkpoint import TrainState
     from specgen.train.export import write_head_gguf
-    from specgen.train.head import Eagle3Head, HeadConfig
     from specgen.train.target import TargetGGUF
-    from specgen.train.trainer import Batches, TrainConfig, make_optimizer, plot_losses, train_step
+    from specgen.train.trainer import Batches, TrainConfig, fresh_state, plot_losses, train
     from specgen.train.unroll import unrolled_logits
-    from specgen.train.vocab import reduced_vocabulary
 
     if args.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
     target = TargetGGUF(args.model)
-    generated = np.concatenate([data.sequence(i)[0][data.sequence(i)[2]:] for i in range(data.n_sequences)])
-    d2t = reduced_vocabulary(generated, args.vocab, facts.n_vocab)
-    summary["vocab_coverage"] = float(np.isin(generated, d2t).mean())
-    head_cfg = HeadConfig(n_embd=facts.n_embd, n_head=facts.n_head, n_head_kv=facts.n_head_kv, head_dim=facts.head_dim,
-                          n_ff=args.ff or facts.n_ff, n_draft_vocab=len(d2t), target_hidden=facts.n_embd,
-                          target_layers=list(layers), eps=facts.eps, norm_before_fc=True)
-    head = Eagle3Head(head_cfg, seed=0)
-    with torch.no_grad():
-        head.output.copy_(torch.from_numpy(target.output_rows(d2t)))
-    head.to(args.device)
-    cfg = TrainConfig(steps=10**9, batch_size=args.batch_size, seq_len=args.seq_len, ttt_steps=args.ttt_steps,
+    cfg = TrainConfig(steps=30, batch_size=args.batch_size, seq_len=args.seq_len, ttt_steps=args.ttt_steps,
                       lr=args.lr, lr_schedule="cosine", warmup=100, device=args.device)
-    state = TrainState(head=head, optimizer=make_optimizer(head, cfg), d2t=d2t)
+    state = fresh_state(target, data, layers, cfg, args.vocab, ff=args.ff)
+    head, d2t = state.head, state.d2t
+    summary["vocab_coverage"] = float(np.isin(data.generated(), d2t).mean())
     batches = Batches(data, target.embedding_rows, d2t, facts.n_vocab, cfg)
     held_batches = Batches(held, target.embedding_rows, d2t, facts.n_vocab,
                            TrainConfig(batch_size=16, seq_len=args.seq_len, device=args.device))
     summary["head_parameters"] = sum(p.numel() for p in head.parameters())
     summary["draft_vocab"] = len(d2t)
 
-    def step():
-        rng = np.random.default_rng([cfg.seed, state.step])
-        loss = train_step(state, batches, cfg, rng)
-        state.step += 1
-        if loss is not None:
-            state.losses.append(loss)
-
+    # Time the first steps, then fit the cosine schedule's length to the time left.
     margin = 40.0  # held-out check, export, plot
     t = time.time()
-    for _ in range(30):
-        step()
+    train(state, batches, cfg, show_progress=False)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    per_step = (time.time() - t) / 30
+    per_step = (time.time() - t) / cfg.steps
     cfg.steps = max(state.step + 1, state.step + int((args.deadline - time.time() - margin) / per_step))
     log(f"training: {per_step * 1000:.0f} ms a step, {cfg.steps} steps")
     summary["seconds_per_step"], summary["steps"] = per_step, cfg.steps
     t = time.time()
-    while state.step < cfg.steps and time.time() < args.deadline - margin:
-        step()
-        if state.step % 500 == 0:
-            log(f"step {state.step}: loss {np.mean(state.losses[-100:]):.3f}")
+    train(state, batches, cfg, show_progress=False, deadline=args.deadline - margin)
     summary["steps_done"], summary["train_seconds"] = state.step, time.time() - t
     summary["final_loss"] = float(np.mean(state.losses[-100:]))
 

@@ -92,9 +92,8 @@ void sequence::propose(int cap, int n_sequences, draft_batch* drafts) {
     step_.n_sequences = n_sequences;  // also when the batch policy leaves it no draft this round
     step_.drafts = drafts;
     if (cap <= 0) return;
-    const int64_t budget = params_.max_tokens < 0 ? INT64_MAX : params_.max_tokens - int64_t(generated_.size());
-    const int64_t room = int64_t(target_.params.n_ctx) - n_past_ - 1;
-    const int64_t max_n = std::max<int64_t>(0, std::min<int64_t>({room, budget - 1, int64_t(cap)}));
+    // Drafts leave room for the corrected/bonus token.
+    const int64_t max_n = std::max<int64_t>(0, std::min<int64_t>(tokens_left() - 1, int64_t(cap)));
     slot_->spec->propose(history_, int(max_n), step_, rng_, proposal_, stats_);
     gamma_ = int(proposal_.tokens.size());
 }

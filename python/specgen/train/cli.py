@@ -131,18 +131,13 @@ def _check_device(device: str) -> None:
 
 
 def run(args) -> int:
-    import numpy as np
-    import torch
-
     import specgen
-    from specgen.train.checkpoint import TrainState, load_state
+    from specgen.train.checkpoint import load_state
     from specgen.train.compose import compose_prompts
     from specgen.train.data import DistillData, generate_data, read_prompts
     from specgen.train.export import write_head_gguf
-    from specgen.train.head import Eagle3Head, HeadConfig
     from specgen.train.target import TargetGGUF
-    from specgen.train.trainer import Batches, TrainConfig, make_optimizer, plot_losses, train
-    from specgen.train.vocab import reduced_vocabulary
+    from specgen.train.trainer import Batches, TrainConfig, fresh_state, make_optimizer, plot_losses, train
 
     say = (lambda *a: None) if args.quiet else (lambda msg: print(f"{PROG}: {msg}", file=sys.stderr, flush=True))
     target = TargetGGUF(args.model)
@@ -181,20 +176,11 @@ def run(args) -> int:
         state = load_state(args.checkpoint, optimizer, device=args.device)
         say(f"resuming at step {state.step} from {args.checkpoint}")
     else:
-        generated = np.concatenate([data.sequence(i)[0][data.sequence(i)[2]:] for i in range(data.n_sequences)])
-        d2t = reduced_vocabulary(generated, args.vocab, facts.n_vocab)
-        if len(d2t) == 0:
-            raise UsageError("the continuations are empty: nothing to train on")
-        head_cfg = HeadConfig(n_embd=facts.n_embd, n_head=facts.n_head, n_head_kv=facts.n_head_kv,
-                              head_dim=facts.head_dim, n_ff=args.ff or facts.n_ff, n_draft_vocab=len(d2t),
-                              target_hidden=facts.n_embd, target_layers=list(layers), eps=facts.eps,
-                              norm_before_fc=not args.no_norm_before_fc)
-        head = Eagle3Head(head_cfg, seed=args.seed)
-        with torch.no_grad():
-            # The reduced LM head starts from the target's rows of those ids (it predicts what they predict).
-            head.output.copy_(torch.from_numpy(target.output_rows(d2t)))
-        head.to(args.device)
-        state = TrainState(head=head, optimizer=optimizer(head), d2t=d2t)
+        try:
+            state = fresh_state(target, data, layers, cfg, args.vocab, ff=args.ff,
+                                norm_before_fc=not args.no_norm_before_fc, seed=args.seed)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     say(f"head: draft vocabulary {len(state.d2t)}, layers {layers}, {sum(p.numel() for p in state.head.parameters())} "
         f"parameters; training steps {state.step}..{cfg.steps}")
     batches = Batches(data, target.embedding_rows, state.d2t, facts.n_vocab, cfg)

@@ -45,6 +45,10 @@ class DistillData:
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         return self.tokens[a:b], self.features[a:b], int(self.n_prompt[i])
 
+    def generated(self) -> np.ndarray:
+        """Every sequence's continuation (the target's tokens, no prompt), concatenated."""
+        return np.concatenate([tokens[n_prompt:] for tokens, _, n_prompt in map(self.sequence, range(self.n_sequences))])
+
     def save(self, path: os.PathLike) -> None:
         np.savez(path, tokens=self.tokens, features=self.features, offsets=self.offsets, n_prompt=self.n_prompt,
                  layers=self.layers)

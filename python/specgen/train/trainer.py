@@ -6,6 +6,7 @@ cosine schedule with linear warm-up. Runs on any torch device: the data's featur
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -14,9 +15,9 @@ import torch
 
 from specgen.train.checkpoint import TrainState
 from specgen.train.data import DistillData
-from specgen.train.head import Eagle3Head
+from specgen.train.head import Eagle3Head, HeadConfig
 from specgen.train.unroll import unrolled_logits
-from specgen.train.vocab import target_to_draft
+from specgen.train.vocab import reduced_vocabulary, target_to_draft
 
 
 @dataclass
@@ -120,16 +121,38 @@ def train_step(state: TrainState, batches: Batches, cfg: TrainConfig, rng: np.ra
     return float(loss.detach())
 
 
-def train(state: TrainState, batches: Batches, cfg: TrainConfig, checkpoint_path=None, show_progress=None) -> TrainState:
+def fresh_state(target, data: DistillData, layers, cfg: TrainConfig, vocab: int, ff: int = 0,
+                norm_before_fc: bool = True, seed: int = 0) -> TrainState:
+    """A new head for ``target`` (train/target.py's TargetGGUF) on cfg.device: its draft vocabulary is the
+    ``vocab`` most frequent ids of the data's continuations, its reduced LM head starts from the target's
+    rows of them (it predicts what they predict), its FFN is ``ff`` wide (0: the target's). ValueError when
+    the continuations are empty."""
+    facts = target.facts
+    d2t = reduced_vocabulary(data.generated(), vocab, facts.n_vocab)
+    if len(d2t) == 0:
+        raise ValueError("the continuations are empty: nothing to train on")
+    head_cfg = HeadConfig(n_embd=facts.n_embd, n_head=facts.n_head, n_head_kv=facts.n_head_kv, head_dim=facts.head_dim,
+                          n_ff=ff or facts.n_ff, n_draft_vocab=len(d2t), target_hidden=facts.n_embd,
+                          target_layers=list(layers), eps=facts.eps, norm_before_fc=norm_before_fc)
+    head = Eagle3Head(head_cfg, seed=seed)
+    with torch.no_grad():
+        head.output.copy_(torch.from_numpy(target.output_rows(d2t)))
+    head.to(cfg.device)
+    return TrainState(head=head, optimizer=make_optimizer(head, cfg), d2t=d2t)
+
+
+def train(state: TrainState, batches: Batches, cfg: TrainConfig, checkpoint_path=None, show_progress=None,
+          deadline: Optional[float] = None) -> TrainState:
     """Runs steps state.step .. cfg.steps - 1, saving a checkpoint every cfg.save_every steps and at the end.
-    The batch order depends on (seed, step) only, so a resumed run sees the batches an unbroken one would."""
+    The batch order depends on (seed, step) only, so a resumed run sees the batches an unbroken one would.
+    deadline (time.time() seconds): no step starts after it; the step reached is checkpointed like the last."""
     from tqdm import tqdm
 
     if show_progress is None:
         show_progress = sys.stderr.isatty()
     torch.manual_seed(cfg.seed)
     bar = tqdm(total=cfg.steps, initial=state.step, disable=not show_progress, unit="step", dynamic_ncols=True)
-    while state.step < cfg.steps:
+    while state.step < cfg.steps and (deadline is None or time.time() < deadline):
         rng = np.random.default_rng([cfg.seed, state.step])
         loss = train_step(state, batches, cfg, rng)
         state.step += 1
@@ -137,7 +160,8 @@ def train(state: TrainState, batches: Batches, cfg: TrainConfig, checkpoint_path
             state.losses.append(loss)
             bar.set_postfix(loss=f"{loss:.3f}")
         bar.update(1)
-        if checkpoint_path is not None and (state.step % cfg.save_every == 0 or state.step == cfg.steps):
+        last = state.step == cfg.steps or (deadline is not None and time.time() >= deadline)
+        if checkpoint_path is not None and (state.step % cfg.save_every == 0 or last):
             state.save(checkpoint_path)
     bar.close()
     return state
