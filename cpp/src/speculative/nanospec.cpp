@@ -43,7 +43,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 nanospec::nanospec(draft_vocab& S, target_head* head, std::unique_ptr<prefix_state>* prefix, bool deferred)
-    : S_(S), head_(head), deferred_(deferred), k_(S.top_k()) {
+    // Deferred rows wait as host copies of the hidden states, which device memory cannot give: there
+    // the top-k runs at the prefill.
+    : S_(S), head_(head), deferred_(deferred && (!head || head->host_memory())), k_(S.top_k()) {
     auto kept = std::make_unique<nanospec_prefix>(k_, deferred_);
     kept_ = kept.get();
     if (prefix) *prefix = std::move(kept);

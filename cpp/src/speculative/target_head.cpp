@@ -14,6 +14,8 @@ target_head::target_head(evaluator& eval, backend& be, std::unique_ptr<draft_voc
 
 target_head::~target_head() = default;
 
+bool target_head::host_memory() const { return be_.host_memory(); }
+
 std::vector<int32_t> target_head::seed_ids() const {
     if (!seed_) return {};
     return std::vector<int32_t>(seed_->ids(), seed_->ids() + seed_->size());

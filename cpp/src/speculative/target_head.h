@@ -25,6 +25,8 @@ public:
     ~target_head();
 
     int n_embd() const { return n_embd_; }
+    // Whether the hidden rows top_ids() takes are host memory (the backend's), so a caller may copy them.
+    bool host_memory() const;
     // The target's k best ids of each of n hidden rows, best first (ties: lowest id), ranked over the seed
     // ids when there are some, else over the full head.  hidden: the target's output-normed rows in backend
     // memory [n, n_embd]; out: [n, k]

@@ -175,8 +175,8 @@ public:
             cache_seq = 0;
         }
         // Same weights, same cache, every layer: our hidden states are the target's, so they can
-        // be handed over (reuse_draft_hidden).
-        hand_over_ = w_.is_target && params.reuse_draft_hidden;
+        // be handed over (reuse_draft_hidden). The hand-over copies them on the host: not from device memory.
+        hand_over_ = w_.is_target && params.reuse_draft_hidden && be.host_memory();
         core_ = std::make_unique<neural_drafter>(*w_.m, w_.n_layers, *cache, be, vocab, !w_.own, cache_seq);
         // Handed-over rows never pass the target's evaluator: their features come from ours.
         if (hand_over_ && capture && !capture->empty()) core_->capture_layers(*capture);
