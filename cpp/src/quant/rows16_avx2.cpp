@@ -217,7 +217,7 @@ struct kernel_q4_5_k {
 struct kernel_q6_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = kRows16Q6kRecord;
-    static constexpr int max_tile = 4;
+    static constexpr int max_tile = 16;  // unpacking a record's 6-bit values costs more than its products: share it among more tokens
     using prep = rows16_prep_q6_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
         rows16_prepare_q6_k(nb, X, xs, n_tok, P);

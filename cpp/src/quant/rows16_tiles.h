@@ -107,9 +107,14 @@ void gemm_rows16(int64_t n, const void* Wv, size_t ws, int n_rows, const void* X
         const int nr = n_rows - r0 < kRowBlock ? n_rows - r0 : kRowBlock;
         const uint8_t* Wb = W + r0 * ws;
         float* Yb = Y + r0;
-        int t = 0;
-        for (; t + K::max_tile <= n_tok; t += K::max_tile)
-            groups_loop<K, K::max_tile>(nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
-        groups_loop_tail<K>(n_tok - t, nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
+        // As few tiles as max_tile allows, of even sizes: 9 tokens under a max of 8 are 5 + 4, not 8 + 1,
+        // whose lone token would unpack every record again for one token's work.
+        const int n_tiles = (n_tok + K::max_tile - 1) / K::max_tile;
+        for (int i = 0, t = 0; i < n_tiles; ++i) {
+            const int nt = (n_tok - t + (n_tiles - i) - 1) / (n_tiles - i);
+            if (nt == K::max_tile) groups_loop<K, K::max_tile>(nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
+            else groups_loop_tail<K>(nt, nb, Wb, ws, nr, X + t * xs, xs, P + t * nb, Yb + t * ys, ys);
+            t += nt;
+        }
     }
 }
