@@ -71,6 +71,7 @@ inline void add_scaled_block(const uint8_t* dw_at, const Prep* P, int64_t nb, in
 struct kernel_q8_0 {
     static constexpr int block_elems = QK;
     static constexpr size_t record_bytes = kRows16 * sizeof(block_q8_0);
+    static constexpr bool prefetches_records = false;
     static constexpr int max_tile = 4;
     using prep = rows16_prep_legacy;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
@@ -105,6 +106,7 @@ struct kernel_nibbles {
     static constexpr bool q5 = std::is_same<B, block_q5_0>::value;
     static constexpr int block_elems = QK;
     static constexpr size_t record_bytes = kRows16 * sizeof(B);
+    static constexpr bool prefetches_records = false;
     static constexpr int max_tile = 4;
     using prep = rows16_prep_legacy;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
@@ -151,6 +153,7 @@ template <bool FIFTH_BIT>
 struct kernel_q4_5_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = FIFTH_BIT ? kRows16Q5kRecord : kRows16Q4kRecord;
+    static constexpr bool prefetches_records = true;
     static constexpr int max_tile = 4;
     using prep = rows16_prep_q4_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
@@ -168,6 +171,7 @@ struct kernel_q4_5_k {
             isum[t] = _mm256_setzero_si256();
         }
         for (int s = 0; s < 8; ++s) {
+            if constexpr (NT > 1) prefetch_record_slice<record_bytes, 8>(rec + (h ? nb * record_bytes : 0), s);
             // sub-block s: chunk s / 2, low nibbles when s is even. The row's scale in both int16 halves
             // of its lane widens the int16 sums: all eight groups at once for nibbles, four at a time
             // for 5-bit values (2 x 31 x 128 per vpmaddubsw pair).
@@ -217,6 +221,7 @@ struct kernel_q4_5_k {
 struct kernel_q6_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = kRows16Q6kRecord;
+    static constexpr bool prefetches_records = true;
     static constexpr int max_tile = 16;  // unpacking a record's 6-bit values costs more than its products: share it among more tokens
     using prep = rows16_prep_q6_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
@@ -241,6 +246,8 @@ struct kernel_q6_k {
             isum[t] = _mm256_setzero_si256();
         }
         for (int s = 0; s < 16; ++s) {
+            // the second half's pass prefetches the next group's records: this group is in cache
+            if constexpr (NT > 1) prefetch_record_slice<record_bytes, 16>(rec + (h ? nb * record_bytes : 0), s);
             __m256i w[4];
             for (int j = 0; j < 4; ++j) {
                 __m256i lo = load32(ql + 64 * (4 * (s / 2) + j));
@@ -291,7 +298,7 @@ void run_tile(int64_t nb, const uint8_t* G, int h, const uint8_t* X, size_t xs, 
     const size_t bytes = nb * K::record_bytes;
     stream_prefetcher pf(h == 0 ? G : G + bytes, h == 0 ? bytes : bytes / 2, nb);
     for (int64_t b = 0; b < nb; ++b) {
-        pf.step();
+        if constexpr (NT == 1 || !K::prefetches_records) pf.step();
         K::template block<NT>(G + b * K::record_bytes, h, X, xs, P, nb, b, acc);
     }
     if (n_valid >= kHalf) {

@@ -90,6 +90,7 @@ template <class B>
 struct kernel_legacy {
     static constexpr int block_elems = QK;
     static constexpr size_t record_bytes = kRows16 * sizeof(B);
+    static constexpr bool prefetches_records = false;
     static constexpr int max_tile = 16;  // a verification of draft_max 8 (9 rows) in one tile
 
     using prep = rows16_prep_legacy;
@@ -131,6 +132,7 @@ template <bool FIFTH_BIT>
 struct kernel_q4_5_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = FIFTH_BIT ? kRows16Q5kRecord : kRows16Q4kRecord;
+    static constexpr bool prefetches_records = true;
     static constexpr int max_tile = 16;  // verifications of up to 16 rows unpack each record once
 
     using prep = rows16_prep_q4_k;
@@ -145,6 +147,7 @@ struct kernel_q4_5_k {
         __m512i isum[NT], msum[NT];
         for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
         for (int s = 0; s < 8; ++s) {
+            if constexpr (NT > 1) prefetch_record_slice<record_bytes, 8>(rec, s);
             // sub-block s: chunk s / 2, low nibbles when s is even
             __m512i w[8];
             for (int j = 0; j < 8; ++j) {
@@ -190,6 +193,7 @@ struct kernel_q4_5_k {
 struct kernel_q6_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = kRows16Q6kRecord;
+    static constexpr bool prefetches_records = true;
     static constexpr int max_tile = 16;  // 4 weight vectors a sub-block: 16 tokens' sums still fit in registers
 
     using prep = rows16_prep_q6_k;
@@ -206,6 +210,7 @@ struct kernel_q6_k {
         __m512i isum[NT];
         for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
         for (int s = 0; s < 16; ++s) {
+            if constexpr (NT > 1) prefetch_record_slice<record_bytes, 16>(rec, s);
             __m512i w[4];
             for (int j = 0; j < 4; ++j) {
                 __m512i lo = _mm512_loadu_si512(ql + 64 * (4 * (s / 2) + j));
@@ -248,7 +253,7 @@ void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const t
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     stream_prefetcher pf(G, nb * K::record_bytes, nb);
     for (int64_t b = 0; b < nb; ++b) {
-        pf.step();
+        if constexpr (NT == 1 || !K::prefetches_records) pf.step();
         K::template block<NT>(G + b * K::record_bytes, X, xs, P, nb, b, acc);
     }
     const __mmask16 keep = valid_rows(n_valid);
