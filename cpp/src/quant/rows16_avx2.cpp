@@ -171,7 +171,7 @@ struct kernel_q4_5_k {
             isum[t] = _mm256_setzero_si256();
         }
         for (int s = 0; s < 8; ++s) {
-            if constexpr (NT > 1) prefetch_record_slice<record_bytes, 8>(rec + (h ? nb * record_bytes : 0), s);
+            if constexpr (NT > 2) prefetch_record_slice<record_bytes, 8>(rec + (h ? nb * record_bytes : 0), s);
             // sub-block s: chunk s / 2, low nibbles when s is even. The row's scale in both int16 halves
             // of its lane widens the int16 sums: all eight groups at once for nibbles, four at a time
             // for 5-bit values (2 x 31 x 128 per vpmaddubsw pair).
@@ -247,7 +247,7 @@ struct kernel_q6_k {
         }
         for (int s = 0; s < 16; ++s) {
             // the second half's pass prefetches the next group's records: this group is in cache
-            if constexpr (NT > 1) prefetch_record_slice<record_bytes, 16>(rec + (h ? nb * record_bytes : 0), s);
+            if constexpr (NT > 2) prefetch_record_slice<record_bytes, 16>(rec + (h ? nb * record_bytes : 0), s);
             __m256i w[4];
             for (int j = 0; j < 4; ++j) {
                 __m256i lo = load32(ql + 64 * (4 * (s / 2) + j));
@@ -298,7 +298,7 @@ void run_tile(int64_t nb, const uint8_t* G, int h, const uint8_t* X, size_t xs, 
     const size_t bytes = nb * K::record_bytes;
     stream_prefetcher pf(h == 0 ? G : G + bytes, h == 0 ? bytes : bytes / 2, nb);
     for (int64_t b = 0; b < nb; ++b) {
-        if constexpr (NT == 1 || !K::prefetches_records) pf.step();
+        if constexpr (NT <= 2 || !K::prefetches_records) pf.step();
         K::template block<NT>(G + b * K::record_bytes, h, X, xs, P, nb, b, acc);
     }
     if (n_valid >= kHalf) {

@@ -79,9 +79,9 @@ inline void rows16_prepare_q6_k(int64_t nb, const uint8_t* X, size_t xs, int n_t
 
 // The K-quant records are 36-53 cache lines. Requested all at once at a block's start (stream_prefetcher),
 // they fill the core's miss buffers, and a multi-token tile's arithmetic waits behind them (Qwen2.5 1.5B's
-// Q6_K head, 9 tokens, one thread: 60 GMAC/s from memory against 132 from cache). So for more than one
-// token these kernels request the record kPrefetchRecords ahead themselves, one slice per sub-block. One
-// token keeps the burst: it is bound by the stream, and the burst measured faster there.
+// Q6_K head, 9 tokens, one thread: 60 GMAC/s from memory against 132 from cache). So for three or more
+// tokens these kernels request the record kPrefetchRecords ahead themselves, one slice per sub-block. One
+// or two tokens keep the burst: they are bound by the stream, and the burst measured faster there.
 constexpr int kPrefetchRecords = 2;
 
 template <size_t RECORD_BYTES, int N_SLICES>
