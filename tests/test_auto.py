@@ -177,6 +177,29 @@ def test_stale_automatic_cache_is_measured_again(model_path, tmp_path, monkeypat
     assert again["body_row_seconds"] < 5 * fresh["body_row_seconds"]
 
 
+def test_automatic_cache_is_per_build(model_path, tmp_path):
+    """Two builds of one version keep separate automatic caches: the same extension loaded from a copy
+    whose file time differs (as a rebuild's would) measures again into a second file instead of reusing
+    costs that another build's kernels produced."""
+    import os
+    import shutil
+    import sys
+    from pathlib import Path
+
+    package = Path(specgen.__file__).resolve().parent
+    copy = tmp_path / "other_build" / "specgen"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))  # follows a dev build's links
+    (core,) = copy.glob("_core*.so")
+    os.utime(core, (1_000_000_000, 1_000_000_000))
+    env = {k: v for k, v in os.environ.items() if k not in ("SPECGEN_CALIBRATION", "PYTHONPATH")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    load = "import sys, specgen; specgen.Generator(sys.argv[1], n_ctx=512, n_threads=2, draft='auto').close()"
+    for root in (package.parent, copy.parent):
+        subprocess.run([sys.executable, "-c", load, str(model_path)], env=dict(env, PYTHONPATH=str(root)),
+                       check=True, timeout=600)
+    assert len(list((tmp_path / "cache" / "specgen").glob("calibration-*.json"))) == 2
+
+
 def test_auto_picks_ngram_on_repetitive_text(model_path, calibration, monkeypatch):
     g = _auto(model_path, monkeypatch)
     try:

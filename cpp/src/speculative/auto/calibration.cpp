@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -313,6 +314,17 @@ bool parse_cost_model_json(const std::string& text, cost_model& out) {
     return true;
 }
 
+// The file these kernels were loaded from, its size and modification time: another build of the same
+// version (a kernel change, another compiler flag) has other costs, and must not reuse this one's.
+static std::string build_identity() {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&build_identity), &info) == 0 || !info.dli_fname) return "";
+    struct stat st {};
+    if (::stat(info.dli_fname, &st) != 0) return info.dli_fname;
+    return std::string(info.dli_fname) + "|" + std::to_string((long long)st.st_size) + "|" +
+           std::to_string((long long)st.st_mtime);
+}
+
 cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cache, const std::string& model_path,
                                  int n_threads, const std::string& device, std::string& source, const model* draft,
                                  const std::string& draft_path, const eagle3_head* head, const std::string& head_path) {
@@ -338,7 +350,8 @@ cost_model load_or_measure_costs(const model& target, backend& be, kv_cache& cac
             if (rows16_available(w->type) && kernels.find(tag) == std::string::npos) kernels += tag;
         }
         const std::string key = model_path + "|" + std::to_string(size) + "|" + std::to_string(n_threads) + "|" + device +
-                                "|" + std::to_string(std::thread::hardware_concurrency()) + "|" + version() + "|" + kernels;
+                                "|" + std::to_string(std::thread::hardware_concurrency()) + "|" + version() + "|" + build_identity() +
+                                "|" + kernels;
         std::string pair;  // the cache is per target + draft model pair
         if (draft) {
             struct stat dst {};
