@@ -90,7 +90,8 @@ template <class B>
 struct kernel_legacy {
     static constexpr int block_elems = QK;
     static constexpr size_t record_bytes = kRows16 * sizeof(B);
-    static constexpr bool prefetches_records = false;
+    static constexpr bool prefetches_records = true;
+    static constexpr int prefetch_ahead = 4;  // records of 6-9 lines: 2 ahead is too close to arrive in time
     static constexpr int max_tile = 16;  // a verification of draft_max 8 (9 rows) in one tile
 
     using prep = rows16_prep_legacy;
@@ -105,6 +106,7 @@ struct kernel_legacy {
         record<B>::load(rec, w);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
         for (int t = 0; t < NT; ++t) {
+            if constexpr (NT > 2) prefetch_record_slice<record_bytes, NT, prefetch_ahead>(rec, t);
             const prep& xp = P[t * nb + b];
             const int8_t* xq = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
             __m512i p = _mm512_set1_epi32(xp.corr);
