@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-matrix kernel throughput on the reference model: the GGUF-layout kernels against the rows16
+"""Per-matrix kernel throughput (the reference model unless -m): the GGUF-layout kernels against the rows16
 layout (cpp/src/quant/rows16.h), one thread, for several token counts.
 
     python tools/bench_matmul.py [tensor names]   # default: the head and one matrix of each type
