@@ -10,7 +10,11 @@ measured at load and the live acceptance. What must hold:
    file); the stats carry the choice, the prediction and the switches; every front-end accepts auto.
 """
 import json
+import os
+import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -181,11 +185,6 @@ def test_automatic_cache_is_per_build(model_path, tmp_path):
     """Two builds of one version keep separate automatic caches: the same extension loaded from a copy
     whose file time differs (as a rebuild's would) measures again into a second file instead of reusing
     costs that another build's kernels produced."""
-    import os
-    import shutil
-    import sys
-    from pathlib import Path
-
     package = Path(specgen.__file__).resolve().parent
     copy = tmp_path / "other_build" / "specgen"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))  # follows a dev build's links

@@ -56,6 +56,14 @@ inline __m256i expand_bits32(uint32_t m) {
 
 // acc[t] += float(p[t]) * (d_w * d_x) for the half's 8 rows (d_w at dw_at, 8 fp16) and NT tokens
 // (d_x from their preparation): a block's float work, the order of rows16.h.
+// The record stream a half-pass prefetches along, at record rec of its group: the first half reads every
+// line of the group, so it fetches this group's records; the second finds the group in cache and fetches
+// the next group's (nb records on).
+template <size_t RECORD_BYTES>
+inline const uint8_t* pass_stream(const uint8_t* rec, int h, int64_t nb) {
+    return h ? rec + nb * RECORD_BYTES : rec;
+}
+
 template <int NT, class Prep>
 inline void add_scaled_block(const uint8_t* dw_at, const Prep* P, int64_t nb, int64_t b, const __m256i p[NT],
                              __m256 acc[NT]) {
@@ -171,7 +179,7 @@ struct kernel_q4_5_k {
             isum[t] = _mm256_setzero_si256();
         }
         for (int s = 0; s < 8; ++s) {
-            if constexpr (NT > 2) prefetch_record_slice<record_bytes, 8>(rec + (h ? nb * record_bytes : 0), s);
+            prefetch_record_slice<NT, record_bytes, 8>(pass_stream<record_bytes>(rec, h, nb), s);
             // sub-block s: chunk s / 2, low nibbles when s is even. The row's scale in both int16 halves
             // of its lane widens the int16 sums: all eight groups at once for nibbles, four at a time
             // for 5-bit values (2 x 31 x 128 per vpmaddubsw pair).
@@ -246,8 +254,7 @@ struct kernel_q6_k {
             isum[t] = _mm256_setzero_si256();
         }
         for (int s = 0; s < 16; ++s) {
-            // the second half's pass prefetches the next group's records: this group is in cache
-            if constexpr (NT > 2) prefetch_record_slice<record_bytes, 16>(rec + (h ? nb * record_bytes : 0), s);
+            prefetch_record_slice<NT, record_bytes, 16>(pass_stream<record_bytes>(rec, h, nb), s);
             __m256i w[4];
             for (int j = 0; j < 4; ++j) {
                 __m256i lo = load32(ql + 64 * (4 * (s / 2) + j));
@@ -298,7 +305,7 @@ void run_tile(int64_t nb, const uint8_t* G, int h, const uint8_t* X, size_t xs, 
     const size_t bytes = nb * K::record_bytes;
     stream_prefetcher pf(h == 0 ? G : G + bytes, h == 0 ? bytes : bytes / 2, nb);
     for (int64_t b = 0; b < nb; ++b) {
-        if constexpr (NT <= 2 || !K::prefetches_records) pf.step();
+        if constexpr (!sliced_prefetch<K, NT>) pf.step();
         K::template block<NT>(G + b * K::record_bytes, h, X, xs, P, nb, b, acc);
     }
     if (n_valid >= kHalf) {

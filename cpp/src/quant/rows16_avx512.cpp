@@ -106,7 +106,7 @@ struct kernel_legacy {
         record<B>::load(rec, w);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
         for (int t = 0; t < NT; ++t) {
-            if constexpr (NT > 2) prefetch_record_slice<record_bytes, NT, prefetch_ahead>(rec, t);
+            prefetch_record_slice<NT, record_bytes, NT, prefetch_ahead>(rec, t);
             const prep& xp = P[t * nb + b];
             const int8_t* xq = reinterpret_cast<const block_q8_0*>(X + t * xs)[b].qs;
             __m512i p = _mm512_set1_epi32(xp.corr);
@@ -149,7 +149,7 @@ struct kernel_q4_5_k {
         __m512i isum[NT], msum[NT];
         for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
         for (int s = 0; s < 8; ++s) {
-            if constexpr (NT > 2) prefetch_record_slice<record_bytes, 8>(rec, s);
+            prefetch_record_slice<NT, record_bytes, 8>(rec, s);
             // sub-block s: chunk s / 2, low nibbles when s is even
             __m512i w[8];
             for (int j = 0; j < 8; ++j) {
@@ -212,7 +212,7 @@ struct kernel_q6_k {
         __m512i isum[NT];
         for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
         for (int s = 0; s < 16; ++s) {
-            if constexpr (NT > 2) prefetch_record_slice<record_bytes, 16>(rec, s);
+            prefetch_record_slice<NT, record_bytes, 16>(rec, s);
             __m512i w[4];
             for (int j = 0; j < 4; ++j) {
                 __m512i lo = _mm512_loadu_si512(ql + 64 * (4 * (s / 2) + j));
@@ -255,7 +255,7 @@ void run_tile(int64_t nb, const uint8_t* G, const uint8_t* X, size_t xs, const t
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     stream_prefetcher pf(G, nb * K::record_bytes, nb);
     for (int64_t b = 0; b < nb; ++b) {
-        if constexpr (NT <= 2 || !K::prefetches_records) pf.step();
+        if constexpr (!sliced_prefetch<K, NT>) pf.step();
         K::template block<NT>(G + b * K::record_bytes, X, xs, P, nb, b, acc);
     }
     const __mmask16 keep = valid_rows(n_valid);

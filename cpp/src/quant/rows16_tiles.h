@@ -79,18 +79,27 @@ inline void rows16_prepare_q6_k(int64_t nb, const uint8_t* X, size_t xs, int n_t
 
 // The K-quant records are 36-53 cache lines. Requested all at once at a block's start (stream_prefetcher),
 // they fill the core's miss buffers, and a multi-token tile's arithmetic waits behind them (Qwen2.5 1.5B's
-// Q6_K head, 9 tokens, one thread: 60 GMAC/s from memory against 132 from cache). So for three or more
-// tokens these kernels request the record kPrefetchRecords ahead themselves, one slice per sub-block. One
-// or two tokens keep the burst: they are bound by the stream, and the burst measured faster there. The
-// AVX-512 legacy kernels (records of 6-9 lines) slice theirs over the tokens, 4 records ahead.
+// Q6_K head, 9 tokens, one thread: 60 GMAC/s from memory against 132 from cache). So from
+// kSlicedPrefetchTokens tokens on, a kernel with K::prefetches_records requests the record AHEAD records
+// on itself, one slice per sub-block, and run_tile skips its burst. Fewer tokens keep the burst: they are
+// bound by the stream, and the burst measured faster there. The AVX-512 legacy kernels (records of 6-9
+// lines) slice theirs over the tokens, 4 records ahead.
+constexpr int kSlicedPrefetchTokens = 3;
 constexpr int kPrefetchRecords = 2;
 
-template <size_t RECORD_BYTES, int N_SLICES, int AHEAD = kPrefetchRecords>
-inline void prefetch_record_slice(const uint8_t* rec, int slice) {  // of the record AHEAD records after rec
-    constexpr size_t lines = (RECORD_BYTES + 63) / 64 + 1;  // + 1: a record need not start on a line
-    constexpr size_t per_slice = (lines + N_SLICES - 1) / N_SLICES;
-    const uint8_t* p = rec + AHEAD * RECORD_BYTES + 64 * per_slice * slice;
-    for (size_t k = 0; k < per_slice; ++k) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * k), _MM_HINT_T0);
+// Whether a tile of NT tokens of kernel K prefetches by slices (and not by run_tile's burst).
+template <class K, int NT>
+constexpr bool sliced_prefetch = K::prefetches_records && NT >= kSlicedPrefetchTokens;
+
+// Slice `slice` of N_SLICES of the record AHEAD records after rec; nothing for a tile of fewer tokens.
+template <int NT, size_t RECORD_BYTES, int N_SLICES, int AHEAD = kPrefetchRecords>
+inline void prefetch_record_slice(const uint8_t* rec, int slice) {
+    if constexpr (NT >= kSlicedPrefetchTokens) {
+        constexpr size_t lines = (RECORD_BYTES + 63) / 64 + 1;  // + 1: a record need not start on a line
+        constexpr size_t per_slice = (lines + N_SLICES - 1) / N_SLICES;
+        const uint8_t* p = rec + AHEAD * RECORD_BYTES + 64 * per_slice * slice;
+        for (size_t k = 0; k < per_slice; ++k) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * k), _MM_HINT_T0);
+    }
 }
 
 template <class K, int NT>
