@@ -246,6 +246,27 @@ def test_weighted_sum_rows_in_row_order_on_every_isa(n, n_rows):
         assert got.tobytes() == ref.tobytes(), isa
 
 
+@pytest.mark.parametrize("n,n_rows", [(1, 3), (17, 5), (128, 9), (300, 7)])
+def test_weighted_sum_rows_add_continues_in_row_order_on_every_isa(n, n_rows):
+    # attention takes the rows in blocks (backend/cpu_backend.cpp, attend_group): block after block
+    # from zeros must give the one-pass sum's bits, and a start other than zero is continued, not reset.
+    rng = np.random.default_rng(n * 5 + n_rows)
+    w = rng.random(n_rows).astype(np.float32)
+    V = rng.standard_normal((n_rows, n)).astype(np.float32)
+    start = rng.standard_normal(n).astype(np.float32)
+    ref = start.copy()
+    for j in range(n_rows):
+        ref = (ref + (w[j] * V[j]).astype(np.float32)).astype(np.float32)
+    for isa in supported_isas():
+        _testing.set_cpu_isa(isa)
+        got = _testing.vec_weighted_sum_rows_add(w, V.reshape(-1), start)
+        assert got.tobytes() == ref.tobytes(), isa
+        blocks = np.zeros(n, np.float32)
+        for j0, j1 in [(0, 2), (2, n_rows - 1), (n_rows - 1, n_rows)]:
+            blocks = _testing.vec_weighted_sum_rows_add(w[j0:j1].copy(), V[j0:j1].reshape(-1).copy(), blocks)
+        assert blocks.tobytes() == _testing.vec_weighted_sum_rows(w, V.reshape(-1), n).tobytes(), isa
+
+
 @pytest.mark.parametrize("n", [1, 5, 8, 16, 17, 262144])
 def test_argmax_finite_first_maximum_on_every_isa(n):
     rng = np.random.default_rng(n)

@@ -331,6 +331,21 @@ void bind_kernels(nb::module_& m) {
         nb::arg("w"), nb::arg("V"), nb::arg("n"),
         "Attention's value sum: sum_j w[j] * V[j] in row order (float32, n columns).");
     m.def(
+        "vec_weighted_sum_rows_add",
+        [](f32_vec w, f32_vec V, f32_vec o) {
+            const int n_rows = int(w.shape(0));
+            const int64_t n = int64_t(o.shape(0));
+            if (int64_t(V.shape(0)) != n_rows * n)
+                throw invalid_argument_error("vec_weighted_sum_rows_add: V must hold len(w) rows of len(o) floats");
+            float* out;
+            auto arr = owned_vec(size_t(n), &out);
+            std::copy(o.data(), o.data() + n, out);
+            vec::weighted_sum_rows_add(w.data(), V.data(), n, n_rows, n, out);
+            return arr;
+        },
+        nb::arg("w"), nb::arg("V"), nb::arg("o"),
+        "The value sum continued from o: o + w[0] * V[0] + w[1] * V[1] ... in row order (float32).");
+    m.def(
         "vec_argmax_finite",
         [](f32_vec x) {
             if (x.shape(0) == 0) throw invalid_argument_error("vec_argmax_finite: empty row");

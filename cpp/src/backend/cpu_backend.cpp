@@ -79,6 +79,64 @@ inline void attend_row(const float* q, int t, int h, const float* k_head, const 
     for (int d = 0; d < D; ++d) o[d] *= inv;
 }
 
+// Cache rows a block of attend_group's passes takes: 64 KB of f32 keys at head_dim 128, kept in cache while
+// every query head of the group and every query row of the item reads them.
+constexpr int kKeyBlock = 128;
+
+// attend_row for query rows [t0, t1) (positions sp[t], rising) and query heads [h0, h1) that share one
+// kv head: the same dot products, softmax and row-ordered weighted sums, so every output has attend_row's
+// bits, but keys and values pass in blocks of kKeyBlock rows that all the heads and rows read while they
+// are in cache (each head streaming the whole range again measured slower at long contexts). scores:
+// (h1 - h0) * (t1 - t0) * n_kv floats; sums: (h1 - h0) * (t1 - t0).
+inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const float* k_head, const float* v_head,
+                         int64_t stride, const int32_t* sp, int n_kv, const attention_params& p, float* scores,
+                         float* sums, float* out) {
+    const int D = p.head_dim, nt = t1 - t0;
+    auto last_of = [&](int t) { return std::min(int(sp[t]), n_kv - 1); };
+    auto first_of = [&](int t) { return p.sliding_window > 0 ? std::max(0, int(sp[t]) - p.sliding_window + 1) : 0; };
+    auto row_scores = [&](int h, int t) { return scores + (int64_t(h - h0) * nt + (t - t0)) * n_kv; };
+    auto head_out = [&](int h, int t) { return out + (int64_t(t) * p.n_head + h) * D; };
+    const int lo = first_of(t0), hi = last_of(t1 - 1);
+    for (int b0 = lo; b0 <= hi; b0 += kKeyBlock) {
+        const int b1 = std::min(hi, b0 + kKeyBlock - 1);
+        for (int h = h0; h < h1; ++h)
+            for (int t = t0; t < t1; ++t) {
+                const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
+                if (f <= l)
+                    vec::dot_rows(q + (int64_t(t) * p.n_head + h) * D, k_head + f * stride, stride, l - f + 1, D,
+                                  row_scores(h, t) + f);
+            }
+    }
+    for (int h = h0; h < h1; ++h)
+        for (int t = t0; t < t1; ++t) {
+            float* s = row_scores(h, t);
+            const int first = first_of(t), last = last_of(t);
+            float max_s = -INFINITY;
+            for (int j = first; j <= last; ++j) {
+                float x = s[j] * p.scale;
+                if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
+                s[j] = x;
+                max_s = std::max(max_s, x);
+            }
+            sums[(h - h0) * nt + (t - t0)] = vec::exp_sub_sum(s + first, last - first + 1, max_s);
+            std::fill(head_out(h, t), head_out(h, t) + D, 0.0f);
+        }
+    for (int b0 = lo; b0 <= hi; b0 += kKeyBlock) {
+        const int b1 = std::min(hi, b0 + kKeyBlock - 1);
+        for (int h = h0; h < h1; ++h)
+            for (int t = t0; t < t1; ++t) {
+                const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
+                if (f <= l) vec::weighted_sum_rows_add(row_scores(h, t) + f, v_head + f * stride, stride, l - f + 1, D, head_out(h, t));
+            }
+    }
+    for (int h = h0; h < h1; ++h)
+        for (int t = t0; t < t1; ++t) {
+            const float inv = 1.0f / sums[(h - h0) * nt + (t - t0)];
+            float* o = head_out(h, t);
+            for (int d = 0; d < D; ++d) o[d] *= inv;
+        }
+}
+
 // Elements of kv head hk (D of them) of cache rows [first, last] as floats: dst + j * D for row j.
 inline void read_head_rows(const void* cache, ggml_type type, size_t row_bytes, int hk, int D, int first, int last,
                            float* dst) {
@@ -239,25 +297,35 @@ public:
 
     void attention_batch(const float* q, const attention_seq* seqs, int n_seqs, const int32_t* pos,
                          const attention_params& p, float* out) override {
-        // Work items: (sequence, head, chunk of up to kAttnChunk query rows), in one parallel region.
-        // An item reads F16 / Q8_0 cache rows of its kv head, the ones its rows can see, as floats into
-        // its thread's scratch first; the arithmetic after that is attention()'s.
+        // Work items: (sequence, chunk of up to kAttnChunk query rows, kv head, a slice of the query heads
+        // that share it), in one parallel region. The heads of a kv head stay in one item (attend_group
+        // reads each key and value block once for all of them) unless the threads would go idle: then
+        // they are sliced until there is an item per thread. An item reads F16 / Q8_0 cache rows of its kv
+        // head, the ones its rows can see, as floats into its thread's scratch first; the arithmetic after
+        // that is attention()'s.
         const int D = p.head_dim, group = p.n_head / p.n_head_kv;
-        attn_items_.clear();
-        int max_kv = 0;
+        int max_kv = 0, n_chunks = 0;
         for (int s = 0; s < n_seqs; ++s) {
             max_kv = std::max(max_kv, seqs[s].n_kv);
-            for (int r = 0; r < seqs[s].n_rows; r += kAttnChunk)
-                for (int h = 0; h < p.n_head; ++h)
-                    attn_items_.push_back({s, r, std::min(seqs[s].n_rows, r + kAttnChunk), h});
+            n_chunks += (seqs[s].n_rows + kAttnChunk - 1) / kAttnChunk;
         }
-        for (auto& sc : scores_) if (int(sc.size()) < max_kv) sc.resize(max_kv);
+        const int base = std::max(1, n_chunks * p.n_head_kv);
+        const int slices = std::clamp((pool_.n_threads() + base - 1) / base, 1, group);
+        attn_items_.clear();
+        for (int s = 0; s < n_seqs; ++s)
+            for (int r = 0; r < seqs[s].n_rows; r += kAttnChunk)
+                for (int hk = 0; hk < p.n_head_kv; ++hk)
+                    for (int sl = 0; sl < slices; ++sl)
+                        attn_items_.push_back({s, r, std::min(seqs[s].n_rows, r + kAttnChunk), hk * group + sl * group / slices,
+                                               hk * group + (sl + 1) * group / slices});
+        const size_t scratch = size_t((group + slices - 1) / slices) * kAttnChunk * size_t(max_kv);
+        for (auto& sc : scores_) if (sc.size() < scratch + size_t(group) * kAttnChunk) sc.resize(scratch + size_t(group) * kAttnChunk);
         const int64_t kv_stride = int64_t(p.n_head_kv) * D;
         pool_.parallel_for(int64_t(attn_items_.size()), [&](int thread, int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) {
                 const attn_item& it = attn_items_[i];
                 const attention_seq& sq = seqs[it.seq];
-                const int hk = it.head / group;
+                const int hk = it.h0 / group;
                 const int32_t* sp = pos + sq.row0;
                 // Rows of the cache any query of the chunk can see (positions rise within a sequence).
                 const int last = std::min(sp[it.r1 - 1], sq.n_kv - 1);
@@ -281,9 +349,9 @@ public:
                     vb = vt.data();
                     stride = D;
                 }
-                for (int t = it.r0; t < it.r1; ++t)
-                    attend_row(q + sq.row0 * int64_t(p.n_head) * D, t, it.head, kb, vb, stride, sp[t], sq.n_kv, p,
-                               scores_[thread].data(), out + sq.row0 * int64_t(p.n_head) * D);
+                float* sc = scores_[thread].data();
+                attend_group(q + sq.row0 * int64_t(p.n_head) * D, it.r0, it.r1, it.h0, it.h1, kb, vb, stride, sp, sq.n_kv,
+                             p, sc + size_t(group) * kAttnChunk, sc, out + sq.row0 * int64_t(p.n_head) * D);
             }
         });
     }
@@ -357,7 +425,7 @@ private:
 
     thread_pool pool_;
     std::vector<std::vector<float>> scores_;  // per-thread attention scratch
-    struct attn_item { int seq, r0, r1, head; };
+    struct attn_item { int seq, r0, r1, h0, h1; };  // query rows [r0, r1), query heads [h0, h1) of one kv head
     std::vector<attn_item> attn_items_;                   // attention_batch's work items
     std::vector<std::vector<float>> attn_k_tmp_, attn_v_tmp_;  // per-thread converted K / V rows
     std::vector<std::vector<uint8_t>> xq_;  // quantized activations, one buffer per slot

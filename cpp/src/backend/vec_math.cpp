@@ -56,8 +56,7 @@ void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_
     }
 }
 
-void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
-    for (int64_t d = 0; d < n; ++d) o[d] = 0.0f;
+void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
     for (int j = 0; j < n_rows; ++j) {
         const float* v = V + j * stride;
         for (int64_t d = 0; d < n; ++d) o[d] += w[j] * v[d];
@@ -100,7 +99,11 @@ void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_
     SPECGEN_VEC_DISPATCH(dot_rows(q, K, stride, n_keys, n, out))
 }
 void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
-    SPECGEN_VEC_DISPATCH(weighted_sum_rows(w, V, stride, n_rows, n, o))
+    for (int64_t d = 0; d < n; ++d) o[d] = 0.0f;  // 0 + w[0] V[0][d] is exact: the sums are the _add kernel's
+    weighted_sum_rows_add(w, V, stride, n_rows, n, o);
+}
+void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
+    SPECGEN_VEC_DISPATCH(weighted_sum_rows_add(w, V, stride, n_rows, n, o))
 }
 int64_t argmax_finite(const float* x, int64_t n) { SPECGEN_VEC_DISPATCH(argmax_finite(x, n)) }
 void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx) { SPECGEN_VEC_DISPATCH(top_k(x, n, k, val, idx)) }

@@ -129,8 +129,11 @@ void softcap_row(float* x, int64_t n, float c);
 //   then the remaining n % 8 products one by one.
 // weighted_sum_rows: o[d] = (..((0 + w[0] V[0][d]) + w[1] V[1][d]) + ..) for d < n, rows `stride`
 //   floats apart: each output a sum over the rows in row order.
+// weighted_sum_rows_add: the same sums continued from o's values, o[d] = (..(o[d] + w[0] V[0][d]) + ..):
+//   rows taken in consecutive blocks give weighted_sum_rows' bits.
 void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out);
 void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o);
+void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o);
 
 // Index of the first maximum of x[0..n), n > 0, when every x[i] is finite or -inf; -1 when some x[i]
 // is NaN or +inf (the caller names it). Greedy decoding's argmax over the whole vocabulary.
@@ -165,7 +168,7 @@ static inline void top_k_push(float x, int32_t i, int k, int& filled, float* val
     void silu_mul(const float* gate, const float* up, int64_t n, float* out);     \
     float exp_sub_sum(float* x, int64_t n, float sub);                            \
     void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out); \
-    void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o); \
+    void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o); \
     int64_t argmax_finite(const float* x, int64_t n);                             \
     void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx);       \
     }

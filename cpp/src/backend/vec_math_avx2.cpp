@@ -167,11 +167,12 @@ void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_
     }
 }
 
-// weighted_sum_rows: NV vectors of outputs stay in registers while the rows stream past.
+// weighted_sum_rows_add: NV vectors of outputs stay in registers while the rows stream past.
 template <int NV>
 inline void weighted_block(const float* w, const float* V, int64_t stride, int n_rows, float* o, __m256i last) {
     __m256 acc[NV];
-    for (int c = 0; c < NV; ++c) acc[c] = _mm256_setzero_ps();
+    for (int c = 0; c + 1 < NV; ++c) acc[c] = _mm256_loadu_ps(o + 8 * c);
+    acc[NV - 1] = _mm256_maskload_ps(o + 8 * (NV - 1), last);
     for (int j = 0; j < n_rows; ++j) {
         const __m256 wj = set1(w[j]);
         const float* v = V + j * stride;
@@ -182,7 +183,7 @@ inline void weighted_block(const float* w, const float* V, int64_t stride, int n
     _mm256_maskstore_ps(o + 8 * (NV - 1), last, acc[NV - 1]);
 }
 
-void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
+void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
     const __m256i all = _mm256_set1_epi32(-1);
     int64_t c = 0;
     for (; c + 64 <= n; c += 64) weighted_block<8>(w, V + c, stride, n_rows, o + c, all);

@@ -142,11 +142,12 @@ void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_
     avx2::dot_rows(q, K, stride, n_keys, n, out);
 }
 
-// weighted_sum_rows: NV vectors of outputs stay in registers while the rows stream past.
+// weighted_sum_rows_add: NV vectors of outputs stay in registers while the rows stream past.
 template <int NV>
 inline void weighted_block(const float* w, const float* V, int64_t stride, int n_rows, float* o, __mmask16 last) {
     __m512 acc[NV];
-    for (int c = 0; c < NV; ++c) acc[c] = _mm512_setzero_ps();
+    for (int c = 0; c + 1 < NV; ++c) acc[c] = _mm512_loadu_ps(o + 16 * c);
+    acc[NV - 1] = _mm512_maskz_loadu_ps(last, o + 16 * (NV - 1));
     for (int j = 0; j < n_rows; ++j) {
         const __m512 wj = set1(w[j]);
         const float* v = V + j * stride;
@@ -157,7 +158,7 @@ inline void weighted_block(const float* w, const float* V, int64_t stride, int n
     _mm512_mask_storeu_ps(o + 16 * (NV - 1), last, acc[NV - 1]);
 }
 
-void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
+void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
     int64_t c = 0;
     for (; c + 128 <= n; c += 128) weighted_block<8>(w, V + c, stride, n_rows, o + c, __mmask16(0xffff));
     for (; c < n; c += 16)
