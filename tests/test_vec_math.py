@@ -232,14 +232,20 @@ def test_dot_rows_order_on_every_isa(n, n_keys):
         assert got.tobytes() == ref.tobytes(), (isa, got, ref)
 
 
+def _row_order_sum(start, w, V):
+    """start + w[0] V[0] + w[1] V[1] + ... in float32, one row at a time."""
+    out = start.copy()
+    for j in range(len(w)):
+        out = (out + (w[j] * V[j]).astype(np.float32)).astype(np.float32)
+    return out
+
+
 @pytest.mark.parametrize("n,n_rows", [(0, 2), (1, 3), (15, 4), (16, 1), (17, 5), (128, 3), (256, 9), (300, 2)])
 def test_weighted_sum_rows_in_row_order_on_every_isa(n, n_rows):
     rng = np.random.default_rng(n * 7 + n_rows)
     w = rng.random(n_rows).astype(np.float32)
     V = rng.standard_normal((n_rows, n)).astype(np.float32)
-    ref = np.zeros(n, np.float32)
-    for j in range(n_rows):
-        ref = (ref + (w[j] * V[j]).astype(np.float32)).astype(np.float32)
+    ref = _row_order_sum(np.zeros(n, np.float32), w, V)
     for isa in supported_isas():
         _testing.set_cpu_isa(isa)
         got = _testing.vec_weighted_sum_rows(w, V.reshape(-1), n)
@@ -254,9 +260,7 @@ def test_weighted_sum_rows_add_continues_in_row_order_on_every_isa(n, n_rows):
     w = rng.random(n_rows).astype(np.float32)
     V = rng.standard_normal((n_rows, n)).astype(np.float32)
     start = rng.standard_normal(n).astype(np.float32)
-    ref = start.copy()
-    for j in range(n_rows):
-        ref = (ref + (w[j] * V[j]).astype(np.float32)).astype(np.float32)
+    ref = _row_order_sum(start, w, V)
     for isa in supported_isas():
         _testing.set_cpu_isa(isa)
         got = _testing.vec_weighted_sum_rows_add(w, V.reshape(-1), start)

@@ -1,9 +1,13 @@
-"""Two or more builds of the extension on the pair preset's chat prompts, interleaved per prompt: one
-worker process per build holds a Generator per configuration (the pair preset's names: plain,
-draft:nanospec, auto:nanospec, ...), and every prompt runs each (build, configuration) in turn, the
-order rotated per prompt. Prints decode tok/s per build and configuration and the ratio to the first
-build, over the whole set and per prompt.
+"""Configurations of one or more builds of the extension on the pair preset's chat prompts, interleaved
+per prompt: one worker process per build holds a Generator per configuration (the pair preset's names:
+plain, draft:nanospec, draft:nanospec:g4, auto:nanospec, ...), and every prompt runs each (build,
+configuration) in turn, the order rotated per prompt. Prints per build and configuration decode tok/s,
+its ratio to the build's first configuration and to the first build's same configuration (with its
+per-prompt ratios), and where a speculative round's time goes: tokens and drafted tokens per round,
+acceptance, draft ms per drafted token and the rest of a round (verification and bookkeeping) in ms.
 
+    python tools/bench_builds.py --builds now=python -m T.gguf -md D.gguf \\
+        -c plain,draft:nanospec,draft:nanospec:g4 --temp 0 --n-prompts 8
     python tools/bench_builds.py --builds before=/tmp/before/python now=python -m T.gguf -md D.gguf \\
         -c auto:nanospec,draft:nanospec --temp 0 --n-prompts 8 --rounds 2
 
@@ -16,12 +20,14 @@ import os
 import subprocess
 import sys
 
+KEYS = ("decode_seconds", "n_generated", "n_rounds", "n_drafted", "n_accepted", "draft_seconds")
+
 WORKER = r"""
 import json, sys
 import specgen
 from specgen.bench.pair import parse_configs, _generator_kwargs, load_chat_prompts
 from specgen.chat_template import template_for
-target, draft, configs, threads, n_prompts = json.loads(sys.argv[1])
+target, draft, configs, threads, n_prompts, keys = json.loads(sys.argv[1])
 gens = {c.name: specgen.Generator(target, **_generator_kwargs(c, draft, threads, 2048)) for c in parse_configs(configs)}
 probe = next(iter(gens.values()))
 template = template_for(probe)
@@ -31,7 +37,7 @@ print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     name, prompt, max_tokens, temp, seed = json.loads(line)
     st = gens[name].generate(ids[prompt], max_tokens=max_tokens, temperature=temp, seed=seed).stats
-    print(json.dumps({"tokens": st["n_generated"], "seconds": st["decode_seconds"]}), flush=True)
+    print(json.dumps({k: st.get(k) or 0 for k in keys}), flush=True)
 """
 
 
@@ -55,35 +61,49 @@ def main() -> int:
     workers = {}
     for name, path in builds:
         env = dict(os.environ, PYTHONPATH=os.path.abspath(path))
-        arg = json.dumps([a.model, a.draft_model, a.configs, a.threads, a.n_prompts])
+        arg = json.dumps([a.model, a.draft_model, a.configs, a.threads, a.n_prompts, KEYS])
         workers[name] = subprocess.Popen([sys.executable, "-c", WORKER, arg], cwd=here, env=env, text=True,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if not json.loads(workers[name].stdout.readline()).get("ready"):
             raise SystemExit(f"bench_builds: worker {name} did not start")
     jobs = [(b, c) for b, _ in builds for c in configs]
-    total = {j: [0.0, 0.0] for j in jobs}
-    per_prompt = {j: [[0.0, 0.0] for _ in range(a.n_prompts)] for j in jobs}
+    total = {j: dict.fromkeys(KEYS, 0.0) for j in jobs}
+    per_prompt = {j: [[0.0, 0.0] for _ in range(a.n_prompts)] for j in jobs}  # tokens, seconds
     for r in range(a.rounds):
         for p in range(a.n_prompts):
             k = (p + r) % len(jobs)
-            for b, c in jobs[k:] + jobs[:k]:
-                w = workers[b]
-                w.stdin.write(json.dumps([c, p, a.max_tokens, a.temp, 1 + r]) + "\n")
+            for job in jobs[k:] + jobs[:k]:
+                w = workers[job[0]]
+                w.stdin.write(json.dumps([job[1], p, a.max_tokens, a.temp, 1 + r]) + "\n")
                 w.stdin.flush()
                 out = json.loads(w.stdout.readline())
-                for acc in (total[(b, c)], per_prompt[(b, c)][p]):
-                    acc[0] += out["tokens"]
-                    acc[1] += out["seconds"]
+                for key in KEYS:
+                    total[job][key] += out[key]
+                per_prompt[job][p][0] += out["n_generated"]
+                per_prompt[job][p][1] += out["decode_seconds"]
     for w in workers.values():
         w.stdin.close()
         w.wait()
-    first = builds[0][0]
-    for c in configs:
-        for b, _ in builds:
-            tps = total[(b, c)][0] / total[(b, c)][1]
-            ratio = tps / (total[(first, c)][0] / total[(first, c)][1])
-            prompts = [(t[0] / t[1]) / (f[0] / f[1]) for t, f in zip(per_prompt[(b, c)], per_prompt[(first, c)])]
-            print(f"{c:18s} {b:10s} {tps:6.1f} tok/s {ratio:5.2f}x  per prompt " + " ".join(f"{x:4.2f}" for x in prompts))
+
+    def tps(job):
+        return total[job]["n_generated"] / total[job]["decode_seconds"]
+
+    first_build, first_config = builds[0][0], configs[0]
+    for b, _ in builds:
+        for c in configs:
+            t = total[(b, c)]
+            rounds = t["n_rounds"] or t["n_generated"]
+            drafted = t["n_drafted"]
+            line = (f"{b:8s} {c:20s} {tps((b, c)):6.1f} tok/s {tps((b, c)) / tps((b, first_config)):5.2f}x"
+                    f"  tok/round {t['n_generated'] / rounds:4.2f}  drafted/round {drafted / rounds:4.2f}"
+                    f"  acceptance {t['n_accepted'] / max(drafted, 1):4.2f}"
+                    f"  draft ms/token {1e3 * t['draft_seconds'] / max(drafted, 1):5.1f}"
+                    f"  rest ms/round {1e3 * (t['decode_seconds'] - t['draft_seconds']) / rounds:5.1f}")
+            if b != first_build:
+                ratios = [(x[0] / x[1]) / (f[0] / f[1]) for x, f in zip(per_prompt[(b, c)], per_prompt[(first_build, c)])]
+                line += f"  vs {first_build} {tps((b, c)) / tps((first_build, c)):5.2f}x, per prompt " + \
+                    " ".join(f"{x:4.2f}" for x in ratios)
+            print(line)
     return 0
 
 

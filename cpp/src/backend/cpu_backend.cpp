@@ -53,40 +53,16 @@ inline void rope_angles(const float* inv_freq, float mscale, int half, int pos, 
 // Query rows of one attention work item: at most this many (items also split by head).
 constexpr int kAttnChunk = 16;
 
-// Row t, head h of causal attention at position `p_t` over cache rows [0, n_kv): k_head / v_head
-// point at the kv head's elements of row 0, rows `stride` floats apart. The same operations in the
-// same order for every caller (attention, attention_batch), so rows agree bit for bit.
-inline void attend_row(const float* q, int t, int h, const float* k_head, const float* v_head, int64_t stride,
-                       int p_t, int n_kv, const attention_params& p, float* scores, float* out) {
-    const int D = p.head_dim;
-    const float* qv = q + (int64_t(t) * p.n_head + h) * D;
-    float* o = out + (int64_t(t) * p.n_head + h) * D;
-    const int last = std::min(p_t, n_kv - 1);
-    const int first = p.sliding_window > 0 ? std::max(0, p_t - p.sliding_window + 1) : 0;
-    const int n = last - first + 1;
-    vec::dot_rows(qv, k_head + first * stride, stride, n, D, scores + first);
-    float max_s = -INFINITY;
-    for (int j = first; j <= last; ++j) {
-        float s = scores[j] * p.scale;
-        if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
-        scores[j] = s;
-        max_s = std::max(max_s, s);
-    }
-    // exp in place, summed in an order fixed by the row length alone.
-    const float sum = vec::exp_sub_sum(scores + first, n, max_s);
-    vec::weighted_sum_rows(scores + first, v_head + first * stride, stride, n, D, o);
-    const float inv = 1.0f / sum;
-    for (int d = 0; d < D; ++d) o[d] *= inv;
-}
-
 // Cache rows a block of attend_group's passes takes: 64 KB of f32 keys at head_dim 128, kept in cache while
 // every query head of the group and every query row of the item reads them.
 constexpr int kKeyBlock = 128;
 
-// attend_row for query rows [t0, t1) (positions sp[t], rising) and query heads [h0, h1) that share one
-// kv head: the same dot products, softmax and row-ordered weighted sums, so every output has attend_row's
-// bits, but keys and values pass in blocks of kKeyBlock rows that all the heads and rows read while they
-// are in cache (each head streaming the whole range again measured slower at long contexts). scores:
+// Causal attention of query rows [t0, t1) (positions sp[t], rising) and query heads [h0, h1) that share one
+// kv head, over cache rows [0, n_kv): k_head / v_head point at the kv head's elements of row 0, rows
+// `stride` floats apart. Keys and values pass in blocks of kKeyBlock rows that all the heads and rows read
+// while they are in cache (each head streaming the whole range again measured slower at long contexts).
+// Each output's sums run in an order fixed by its own row alone (the value sum continues block after
+// block), so every caller and every grouping of heads and rows gives the same bits. scores:
 // (h1 - h0) * (t1 - t0) * n_kv floats; sums: (h1 - h0) * (t1 - t0).
 inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const float* k_head, const float* v_head,
                          int64_t stride, const int32_t* sp, int n_kv, const attention_params& p, float* scores,
@@ -285,12 +261,13 @@ public:
     void attention(const float* q, const float* k_cache, const float* v_cache, int n_tokens, const int32_t* pos,
                    int n_kv, const attention_params& p, float* out) override {
         const int64_t kv_stride = int64_t(p.n_head_kv) * p.head_dim;
-        for (auto& s : scores_) if (int(s.size()) < n_kv) s.resize(n_kv);
+        for (auto& s : scores_) if (int(s.size()) < n_kv + 1) s.resize(n_kv + 1);
         pool_.parallel_for(int64_t(n_tokens) * p.n_head, [&](int thread, int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) {
                 const int t = int(i / p.n_head), h = int(i % p.n_head), hk = h / (p.n_head / p.n_head_kv);
-                attend_row(q, t, h, k_cache + hk * p.head_dim, v_cache + hk * p.head_dim, kv_stride, pos[t], n_kv, p,
-                           scores_[thread].data(), out);
+                float* sc = scores_[thread].data();  // the row's sum, then its scores
+                attend_group(q, t, t + 1, h, h + 1, k_cache + hk * p.head_dim, v_cache + hk * p.head_dim, kv_stride, pos,
+                             n_kv, p, sc + 1, sc, out);
             }
         });
     }
@@ -318,8 +295,10 @@ public:
                     for (int sl = 0; sl < slices; ++sl)
                         attn_items_.push_back({s, r, std::min(seqs[s].n_rows, r + kAttnChunk), hk * group + sl * group / slices,
                                                hk * group + (sl + 1) * group / slices});
-        const size_t scratch = size_t((group + slices - 1) / slices) * kAttnChunk * size_t(max_kv);
-        for (auto& sc : scores_) if (sc.size() < scratch + size_t(group) * kAttnChunk) sc.resize(scratch + size_t(group) * kAttnChunk);
+        // Per thread: an item's sums (at most group * kAttnChunk), then its scores.
+        const size_t sums = size_t(group) * kAttnChunk;
+        const size_t need = sums + size_t((group + slices - 1) / slices) * kAttnChunk * size_t(max_kv);
+        for (auto& sc : scores_) if (sc.size() < need) sc.resize(need);
         const int64_t kv_stride = int64_t(p.n_head_kv) * D;
         pool_.parallel_for(int64_t(attn_items_.size()), [&](int thread, int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) {
@@ -351,7 +330,7 @@ public:
                 }
                 float* sc = scores_[thread].data();
                 attend_group(q + sq.row0 * int64_t(p.n_head) * D, it.r0, it.r1, it.h0, it.h1, kb, vb, stride, sp, sq.n_kv,
-                             p, sc + size_t(group) * kAttnChunk, sc, out + sq.row0 * int64_t(p.n_head) * D);
+                             p, sc + sums, sc, out + sq.row0 * int64_t(p.n_head) * D);
             }
         });
     }
