@@ -189,6 +189,19 @@ def test_trained_head_learns_and_drafts_losslessly(tiny, plain, trained):
     assert drafted > 0 and accepted > 0.3 * drafted, (accepted, drafted)
 
 
+def test_exported_head_carries_the_targets_tokenizer(tiny, trained):
+    """llama.cpp loads a draft GGUF's vocabulary and refuses one without tokenizer.ggml.model (its eagle3
+    graph sizes the draft's logits by it): the head holds the target's tokenizer keys, value for value."""
+    import gguf
+
+    head, target = gguf.GGUFReader(str(trained)).fields, gguf.GGUFReader(tiny["target"]).fields
+    want = {k: f.contents() for k, f in target.items() if k.startswith("tokenizer.")}
+    got = {k: f.contents() for k, f in head.items() if k.startswith("tokenizer.")}
+    assert "tokenizer.ggml.model" in want and "tokenizer.ggml.tokens" in want, sorted(want)
+    assert got == want
+    assert head["general.architecture"].contents() == "eagle3"
+
+
 def test_resume_continues_from_the_checkpoint(tiny, trained):
     """10 steps, then --resume to 14: the step and the losses of an unbroken 14-step run."""
     data = f"{trained}.data.npz"

@@ -284,7 +284,7 @@ def train_head(args, facts, layers, data, held, summary, torch) -> None:
     summary["heldout_top1_by_step"] = (correct / np.maximum(total, 1)).round(4).tolist()
     log(f"held-out top-1 agreement by step: {summary['heldout_top1_by_step']}")
     path = os.path.join(args.out, "head.gguf")
-    write_head_gguf(path, head, d2t, n_ctx=4096, outtype="f16")
+    write_head_gguf(path, head, d2t, n_ctx=4096, outtype="f16", tokenizer_from=args.model)
     summary["head_bytes"] = os.path.getsize(path)
     plot_losses(state.losses, os.path.join(args.out, "loss.png"))
     log(f"wrote {path} ({summary['head_bytes']} bytes)")

@@ -189,7 +189,7 @@ def run(args) -> int:
         say(f"loss: first {state.losses[0]:.3f}, last {state.losses[-1]:.3f}")
     if args.plot:
         plot_losses(state.losses, args.plot)
-    write_head_gguf(args.out, state.head, state.d2t, n_ctx=args.n_ctx, outtype=args.outtype)
+    write_head_gguf(args.out, state.head, state.d2t, n_ctx=args.n_ctx, outtype=args.outtype, tokenizer_from=args.model)
     say(f"wrote {args.out}")
     return 0
 
