@@ -136,7 +136,8 @@ def test_timing_correction_carries_over_to_the_next_request(model_path, tmp_path
     first request predicts far too high (its correction has only that request's rounds to learn
     from); a Generator that ran three requests before starts from their correction. Each carried
     request runs right after a fresh Generator's first one, under the same load, and predicts at most
-    half its speed (measured: a fourth to a sixth); reset per request, the two would predict alike.
+    0.7 of its speed (measured: 0.46-0.52, the correction being a mean of log ratios per round); reset
+    per request, the two would predict alike.
     Only predictions are compared, never a measured speed, so the machine's load does not decide
     the outcome (the test used to compare a prediction with the measured speed and failed under load)."""
     path = tmp_path / "cal.json"
@@ -158,7 +159,7 @@ def test_timing_correction_carries_over_to_the_next_request(model_path, tmp_path
             with _auto(model_path, monkeypatch) as fresh:
                 first = predicted(fresh)
             pairs.append((first, predicted(carried)))
-        assert all(0 < c < 0.5 * f for f, c in pairs), pairs
+        assert all(0 < c < 0.7 * f for f, c in pairs), pairs
     finally:
         carried.close()
 

@@ -28,7 +28,13 @@ import specgen
 from specgen.bench.pair import parse_configs, _generator_kwargs, load_chat_prompts
 from specgen.chat_template import template_for
 target, draft, configs, threads, n_prompts, keys = json.loads(sys.argv[1])
-gens = {c.name: specgen.Generator(target, **_generator_kwargs(c, draft, threads, 2048)) for c in parse_configs(configs)}
+def kwargs(c):
+    kw = _generator_kwargs(c, draft, threads, 2048)
+    if not draft and kw.pop("draft_kind", None) == "auto":  # no -md: auto over the target's own drafters
+        kw.pop("draft_model", None)
+        kw["draft"] = "auto"
+    return kw
+gens = {c.name: specgen.Generator(target, **kwargs(c)) for c in parse_configs(configs)}
 probe = next(iter(gens.values()))
 template = template_for(probe)
 ids = [probe.tokenize(template.render(p["messages"], add_generation_prompt=True), add_bos=True, special=True)

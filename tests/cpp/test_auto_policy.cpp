@@ -13,6 +13,8 @@
 //    stays, the predicted round shrinks towards a plain one and yields fewer tokens.
 //  - S is seeded from all kept prompt rows for a long request, from the last few for a short one,
 //    and not at all when the request is too short to repay the head's time over 8 rows.
+//  - The timing correction: a method that runs slower than calibrated is predicted slower, and a burst
+//    of load that hit its rounds fades once quiet rounds of other methods follow.
 //  - A chaining draft model's round (ngram_chain) is priced by its own rows and heads only, predicted
 //    by the copy's rates and then the model's, chosen only where that beats the model alone, and its
 //    rounds count for the model only past a copy that held.
@@ -260,6 +262,35 @@ void test_chained_draft_model_rounds() {
     check(chaining.acceptance(auto_method::draft_model) > before, "the model's own 4 accepted tokens count");
 }
 
+void test_timing_burst_fades() {
+    cost_model costs = reference_costs();
+    costs.draft_forward = {0.004, 0.0045, 0.005, 0.0055, 0.006, 0.0065, 0.007, 0.0075, 0.008};
+    costs.draft_head_full = 0.002;
+    const double model4 = costs.round_seconds(auto_method::draft_model, 4, 0), plain = costs.round_seconds(auto_method::none, 0, 0);
+    // A method that runs slower than calibrated is predicted slower, and plain decoding beside it is not.
+    auto_policy steady(costs, 8, true);
+    steady.begin(prompt(), 0.0f);
+    for (int round = 0; round < 20; ++round) {
+        steady.observe(auto_method::draft_model, 4, 4, 4, 1.3 * model4, model4);
+        steady.observe(auto_method::none, 0, 0, 0, plain, plain);
+    }
+    const auto_choice m = steady.predict(auto_method::draft_model, auto_round{400, 0, 0, 64});
+    const double own = m.predicted_seconds / costs.round_seconds(auto_method::draft_model, m.gamma, 0);
+    const double quiet = steady.predict(auto_method::none, auto_round{400, 0, 0, 64}).predicted_seconds / plain;
+    check(own > 1.15 && quiet < 1.1, "rounds of the draft model at 1.3x their calibration: scale " + std::to_string(own) +
+                                         ", plain decoding's " + std::to_string(quiet));
+    // A burst of load (10x) over three draft model rounds and three plain ones, then 40 quiet plain
+    // rounds: the draft model, which did not run since, is predicted near its calibration again.
+    auto_policy burst(costs, 8, true);
+    burst.begin(prompt(), 0.0f);
+    for (int round = 0; round < 3; ++round) burst.observe(auto_method::draft_model, 4, 4, 4, 10 * model4, model4);
+    for (int round = 0; round < 3; ++round) burst.observe(auto_method::none, 0, 0, 0, 10 * plain, plain);
+    for (int round = 0; round < 40; ++round) burst.observe(auto_method::none, 0, 0, 0, plain, plain);
+    const auto_choice after = burst.predict(auto_method::draft_model, auto_round{400, 0, 0, 64});
+    const double scale = after.predicted_seconds / costs.round_seconds(auto_method::draft_model, after.gamma, 0);
+    check(scale < 1.5, "40 quiet rounds after a burst: the draft model's scale " + std::to_string(scale));
+}
+
 int main(int, char**) {
     test_ngram_positions_by_match_order();
     test_later_positions_carry_over();
@@ -270,6 +301,7 @@ int main(int, char**) {
     test_stops_are_the_requests_own();
     test_seed_rows_by_remaining_tokens();
     test_chained_draft_model_rounds();
+    test_timing_burst_fades();
     if (failures) {
         std::fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

@@ -25,8 +25,9 @@ constexpr double kContinuationPrior = 0.95;
 constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer get the pooled rate as their prior
 constexpr double kHazardWeight = 10;      // pseudo-positions a request's own later-position failures are shrunk with
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
-constexpr double kTimingWeight = 0.05;    // predicted seconds the global timing correction's prior (1) counts for
-constexpr double kMethodTimingWeight = 0.1;  // predicted seconds a method's correction's prior (the global one) counts for
+constexpr double kTimingRounds = 2;       // pseudo-rounds the timing correction's priors (no correction) count for
+// per round of another method: a method's own timing correction follows its last ~10 rounds' worth (note 11)
+constexpr double kIdleTimingDecay = 0.9;
 constexpr double kDecay = 0.98;  // per round: the estimates kept across requests (timing, n-gram order, later positions) follow ~50 rounds
 constexpr double kRecentDecay = 0.7;     // per round: a request's recent rate (choose()) follows ~3 rounds
 constexpr double kSwitchMargin = 1.03;    // hysteresis is applied by the caller through the current method
@@ -229,20 +230,21 @@ int auto_policy::seed_rows(const auto_choice& self, const auto_round& r, int64_t
     return best;
 }
 
+double auto_policy::global_log_scale() const {
+    const carried& c = carried_[regime_];
+    return c.log_ratio / (c.timed_rounds + kTimingRounds);
+}
+
 double auto_policy::time_scale(auto_method m) const {
     // The global scale says how much slower (or faster) the machine runs now than at calibration; a
-    // method's own ratio, shrunk towards it, what the calibration misses for that method alone (note 11).
-    // Shrunk and decayed, a burst of load that hits one method's rounds moves that method only a little
-    // and not for long.
+    // method's own excess over it, what the calibration misses for that method alone (note 11). Both are
+    // means of log(measured / predicted) per round, so a burst of load counts by its rounds, not by its
+    // long seconds, and a method's excess fades while it does not run: a burst that hit its rounds does
+    // not keep it out of the choice once the machine is quiet again.
     if (costs_.exact) return 1.0;
     const carried& c = carried_[regime_];
-    double measured = 0, predicted = 0;
-    for (int i = 0; i < kAutoMethods; ++i) {
-        measured += c.measured_s[size_t(i)];
-        predicted += c.predicted_s[size_t(i)];
-    }
-    const double global = (measured + kTimingWeight) / (predicted + kTimingWeight);
-    return (c.measured_s[size_t(m)] + kMethodTimingWeight * global) / (c.predicted_s[size_t(m)] + kMethodTimingWeight);
+    const size_t i = size_t(m);
+    return std::exp(global_log_scale() + c.excess_log_ratio[i] / (c.excess_rounds[i] + kTimingRounds));
 }
 
 auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate) const {
@@ -370,13 +372,17 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         carried_[regime_].self_drafting.count(0, reached, drafted);
     }
     if (predicted_seconds > 0 && seconds > 0) {
+        const double ratio = std::log(seconds / predicted_seconds), global = global_log_scale();
         carried& c = carried_[regime_];
+        c.log_ratio = kDecay * c.log_ratio + ratio;
+        c.timed_rounds = kDecay * c.timed_rounds + 1;
         for (int i = 0; i < kAutoMethods; ++i) {
-            c.measured_s[size_t(i)] *= kDecay;
-            c.predicted_s[size_t(i)] *= kDecay;
+            const double decay = i == int(m) ? kDecay : kIdleTimingDecay;
+            c.excess_log_ratio[size_t(i)] *= decay;
+            c.excess_rounds[size_t(i)] *= decay;
         }
-        c.measured_s[size_t(m)] += seconds;
-        c.predicted_s[size_t(m)] += predicted_seconds;
+        c.excess_log_ratio[size_t(m)] += ratio - global;
+        c.excess_rounds[size_t(m)] += 1;
     }
 }
 

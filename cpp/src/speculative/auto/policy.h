@@ -149,8 +149,11 @@ private:
     // The self drafter's rate of drafting position k + 1 once it drafted k, over the requests so far.
     double kept_continuation(int k) const;
     struct carried {
-        // The timing correction: per method, round seconds measured and predicted.
-        std::array<double, kAutoMethods> measured_s{}, predicted_s{};
+        // The timing correction (time_scale): the decayed sum of log(measured / predicted) over timed
+        // rounds and their decayed count; per method, the sum of its rounds' excess over the global
+        // correction of their time and their count.
+        double log_ratio = 0, timed_rounds = 0;
+        std::array<double, kAutoMethods> excess_log_ratio{}, excess_rounds{};
         // The n-gram proposal's first position per match order (index: order, clamped): rounds and acceptances.
         std::array<double, kMaxOrder + 1> order_reached{}, order_passed{};
         // The self drafter's first position: rounds and acceptances; the draft model's likewise.
@@ -168,6 +171,7 @@ private:
     std::array<carried, 2> carried_{};
     std::size_t regime_ = 0;  // carried_[1] for a sampled request
     double time_scale(auto_method m) const;
+    double global_log_scale() const;  // log of the global timing correction
 };
 
 }  // namespace specgen
