@@ -26,8 +26,7 @@ constexpr double kFullOrder = 3.0;        // n-gram matches this long or longer 
 constexpr double kHazardWeight = 10;      // pseudo-positions a request's own later-position failures are shrunk with
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
 constexpr double kTimingRounds = 2;       // pseudo-rounds the timing correction's priors (no correction) count for
-// per round of another method: a method's own timing correction follows its last ~10 rounds' worth (note 11)
-constexpr double kIdleTimingDecay = 0.9;
+constexpr double kIdleTimingDecay = 0.9;  // per round of another method: a method's own timing excess fades (note 11)
 constexpr double kDecay = 0.98;  // per round: the estimates kept across requests (timing, n-gram order, later positions) follow ~50 rounds
 constexpr double kRecentDecay = 0.7;     // per round: a request's recent rate (choose()) follows ~3 rounds
 constexpr double kSwitchMargin = 1.03;    // hysteresis is applied by the caller through the current method
