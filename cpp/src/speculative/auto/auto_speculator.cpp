@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "speculative/auto/auto_trace.h"
 #include "speculative/auto/calibration.h"
 #include "speculative/auto/policy.h"
 #include "speculative/drafters/drafters.h"
@@ -64,6 +65,7 @@ public:
                                        head_weights_.get(), params.draft_head)),
           policy_(costs_, params.draft_max, true, draft_ && params.ngram_chain > 0),
           force_every_(force_switch_every()),
+          trace_(auto_trace::from_env()),
           shadow_(make_ngram_drafter(params.ngram_max, params.ngram_min)) {
         // The draft model candidate's chain (ngram_chain): the same lookup as its own, run here first so
         // that the policy knows the match before it chooses.
@@ -178,13 +180,15 @@ public:
         n_head_ids_ = head_ ? head_->vocab_size() : 0;
         const auto_round round{int(n_ids_), n_shadow, shadow_order_, room,
                                n_model_ids_, n_head_ids_, chain_tokens, chain_order};
-        auto_choice c = policy_.choose(round, step.n_sequences < 2 && rounds_ > 0);
+        const bool allow_neural = step.n_sequences < 2 && rounds_ > 0;
+        auto_choice c = policy_.choose(round, allow_neural);
         if (force_every_ > 0) {
             // self+nanospec, [draft model,] [draft head,] ngram, none, ...: the first round already drafts
             const auto_method forced = cycle_[size_t(rounds_ / force_every_) % cycle_.size()];
             c = policy_.predict(forced, round);
             c.method = forced;  // without an n-gram proposal the forced n-gram round runs as a plain one
         }
+        if (trace_) trace_->choice(policy_, round, c, allow_neural || force_every_ > 0);  // a forced round may be neural
         rounds_ += 1;
         if (have_current_ && c.method != current_) stats.auto_n_switches += 1;
         current_ = c.method;
@@ -266,6 +270,7 @@ public:
             predicted = head_catch_up_ <= eagle3_evaluator::kChunk ? predicted + head_catch_up_ * costs_.eagle3_row : 0;
         // Its cache now holds the history and x_1..x_{g-1}, of which x_1..x_k stay on the path.
         if (model_forwarded) model_synced_ = round_history_ + std::min(v.n_accepted, v.gamma - 1);
+        if (trace_) trace_->outcome(v.gamma, v.n_accepted, chained, seconds, predicted);
         policy_.observe(current_, choice_.gamma, v.gamma, v.n_accepted, seconds, predicted, chained);
         n_ids_ = stats.vocab_set_size;
         n_emitted_ += v.n_accepted + 1;
@@ -309,6 +314,7 @@ private:
     cost_model costs_;
     auto_policy policy_;
     int force_every_;
+    std::unique_ptr<auto_trace> trace_;  // $SPECGEN_AUTO_TRACE (null: off)
     std::unique_ptr<drafter> shadow_;
     std::unique_ptr<drafter> chain_lookup_;  // ngram_chain's lookup (null: the draft model never chains)
     proposal chain_match_;

@@ -297,6 +297,15 @@ auto_choice auto_policy::predict(auto_method m, const auto_round& r, double rate
     return best.gamma > 0 ? best : best_mean_choice;
 }
 
+bool auto_policy::can_choose(auto_method m) const {
+    switch (m) {
+        case auto_method::self_nanospec: return have_self_;
+        case auto_method::draft_model: return costs_.has_draft();
+        case auto_method::draft_head: return costs_.has_eagle3();
+        default: return true;
+    }
+}
+
 auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
     // Each round takes the method and g with the best predicted rate E(g) / t(g): the best choice if
     // the same round repeated for the rest of the request. When the request's recent rounds ran faster
@@ -308,9 +317,7 @@ auto_choice auto_policy::choose(const auto_round& r, bool allow_self) const {
         auto_choice best = predict(auto_method::none, r, rate);
         const double plain = best.score;
         for (auto_method m : {auto_method::ngram, auto_method::self_nanospec, auto_method::draft_model, auto_method::draft_head}) {
-            if (m == auto_method::self_nanospec && (!have_self_ || !allow_self)) continue;
-            if (m == auto_method::draft_model && (!costs_.has_draft() || !allow_self)) continue;
-            if (m == auto_method::draft_head && (!costs_.has_eagle3() || !allow_self)) continue;
+            if (!can_choose(m) || (m != auto_method::ngram && !allow_self)) continue;
             const auto_choice c = predict(m, r, rate);
             // A drafting method must beat plain decoding by kSwitchMargin.
             const bool over_plain = rate > 0 ? c.score > plain + (kSwitchMargin - 1) : c.score > plain * kSwitchMargin;

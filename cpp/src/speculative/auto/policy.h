@@ -56,6 +56,9 @@ public:
     // auto_speculator.h). The draft model and the head compete when the cost model has their costs
     // (cost_model::has_draft, has_eagle3).
     auto_choice choose(const auto_round& r, bool allow_self = true) const;
+    // Whether `m` is a candidate at all: the self drafter when enabled, the draft model and the head
+    // when the cost model has their costs.
+    bool can_choose(auto_method m) const;
     // The prediction for one method (used by choose() and the forced switches): the g it drafts (the
     // best optimistic merit among the g whose mean merit reaches plain decoding's) and its mean merit
     // there as the score. rate = 0: the merit is the rate E(g) / t(g); rate > 0: the gain
