@@ -1,9 +1,12 @@
 // Backend selection by device string, and the host-memory defaults of the backend interface
 // (used by the CPU backend; the CUDA backend overrides them with device memory).
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <string>
+
+#include <sys/mman.h>
 
 #include "backend/backend.h"
 #include "common/error.h"
@@ -13,6 +16,14 @@ namespace specgen {
 
 namespace {
 constexpr std::align_val_t kAlign{64};
+// Every host buffer starts with a 64-byte header holding its size, so that free() knows how it was
+// allocated and the memory after it keeps the 64-byte alignment.
+constexpr size_t kHeader = 64;
+// From this size on a buffer is mapped from the kernel, whose fresh pages read as zeros without being
+// touched: a page becomes resident when something is written to it. The KV cache above all: its
+// n_ctx x n_parallel rows cost memory (and the page faults of zero-filling them, seconds at load for a
+// 32k context) only as far as sequences actually reach.
+constexpr size_t kMappedFrom = size_t(1) << 20;
 }  // namespace
 
 uint64_t next_weight_version() {
@@ -21,12 +32,27 @@ uint64_t next_weight_version() {
 }
 
 void* backend::alloc(size_t bytes) {
-    void* p = ::operator new(bytes ? bytes : 1, kAlign);
-    std::memset(p, 0, bytes);
-    return p;
+    uint8_t* base;
+    if (bytes >= kMappedFrom) {
+        void* m = ::mmap(nullptr, kHeader + bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) throw std::bad_alloc();
+        base = static_cast<uint8_t*>(m);
+    } else {
+        base = static_cast<uint8_t*>(::operator new(kHeader + bytes, kAlign));
+        std::memset(base, 0, kHeader + bytes);
+    }
+    std::memcpy(base, &bytes, sizeof bytes);
+    return base + kHeader;
 }
 
-void backend::free(void* p) { ::operator delete(p, kAlign); }
+void backend::free(void* p) {
+    if (!p) return;
+    uint8_t* base = static_cast<uint8_t*>(p) - kHeader;
+    size_t bytes;
+    std::memcpy(&bytes, base, sizeof bytes);
+    if (bytes >= kMappedFrom) ::munmap(base, kHeader + bytes);
+    else ::operator delete(base, kAlign);
+}
 
 void backend::upload(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
 
