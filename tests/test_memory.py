@@ -35,11 +35,12 @@ def test_peak_rss_is_file_plus_kv_cache(model_path):
     assert out.returncode == 0, out.stderr
     m = json.loads(out.stdout.strip().splitlines()[-1])
     grown = m["peak"] - m["base"]
-    # Budget: the mapped file and the rows16 copy of its matrices (quant/rows16.h) + the KV cache + 96 MiB
-    # for everything else (the tokenizer's tables of 262k pieces, logits of a verification batch,
-    # activations, specgen's Python modules). Measured: 544 MiB grown for a 241 MiB file and a 144 MiB
-    # cache, of which 8 MiB of the cache were touched.
-    budget = 2 * m["file"] + m["kv"] + 96 * 2**20
+    # Budget: the weights once (the mapped file's pages leave the resident set as each matrix is copied
+    # into the rows16 layout, quant/rows16.h) + the KV cache + 96 MiB for everything else (the
+    # tokenizer's tables of 262k pieces, logits of a verification batch, activations, specgen's Python
+    # modules). Measured: 438 MiB grown for a 241 MiB file and a 144 MiB cache; 543 MiB while the file
+    # stayed resident beside its copy.
+    budget = m["file"] + m["kv"] + 96 * 2**20
     assert grown < budget, f"RSS grew by {grown / 2**20:.0f} MiB, budget {budget / 2**20:.0f} MiB ({m})"
 
 
@@ -100,7 +101,7 @@ def test_kv_cache_memory_follows_the_context_in_use(model_path):
     m = json.loads(out.stdout.strip().splitlines()[-1])
     assert m["same"]
     assert m["kv"] > 2 * 2**30  # the cache reserved is larger than everything else together
-    # The mapped file and its rows16 copy + a twentieth of the cache + 96 MiB as above. Measured: 530 MiB
-    # grown for a 241 MiB file and a 2.25 GiB cache; 2795 MiB while the cache was zero-filled up front.
-    budget = 2 * m["file"] + m["kv"] // 20 + 96 * 2**20
+    # The weights once + a tenth of the cache + 96 MiB as above. Measured: 438 MiB grown for a 241 MiB
+    # file and a 2.25 GiB cache; 2795 MiB while the cache was zero-filled up front.
+    budget = m["file"] + m["kv"] // 10 + 96 * 2**20
     assert m["grown"] < budget, f"RSS grew by {m['grown'] / 2**20:.0f} MiB, budget {budget / 2**20:.0f} MiB ({m})"

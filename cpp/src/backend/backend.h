@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -31,6 +32,9 @@ struct weight_repack {
     std::once_flag once;  // a backend's fill on first use runs under it (std::call_once)
     int64_t n_rows = 0;  // rows packed (the view's at its first use); 0: not packed
     std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
+    // Called with the source matrix's bytes once the copy is filled (may be empty): a model whose
+    // weights are a mapped file drops their resident pages, so the copy does not double the memory.
+    std::function<void(const void*, size_t)> release_source;
 
     // data = a new 64-byte-aligned buffer of at least `bytes` (contents undefined).
     void allocate(size_t bytes) {

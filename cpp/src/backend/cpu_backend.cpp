@@ -368,6 +368,7 @@ private:
                 rows16_pack(W.type, W.data, W.n_rows, W.n_cols, R.data.get(), g0, g1);
             }, 64);
             R.n_rows = W.n_rows;
+            if (R.release_source) R.release_source(W.data, ggml_row_size(W.type, W.n_cols) * size_t(W.n_rows));
         });
         return W.n_rows <= R.n_rows ? R.data.get() : nullptr;
     }

@@ -154,6 +154,15 @@ gguf_file::~gguf_file() {
     if (fd_ >= 0) ::close(fd_);
 }
 
+void gguf_file::release_pages(const void* p, size_t n) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    if (!base_ || b < base_ || n > size_ || b - base_ > std::ptrdiff_t(size_ - n)) return;
+    // Whole pages inside the range only: its neighbours at either end may still be read in place.
+    const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (uintptr_t(b) + page - 1) / page * page, last = (uintptr_t(b) + n) / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 void gguf_file::fail(const std::string& what) const {
     throw model_load_error("GGUF " + path_ + ": " + what);
 }

@@ -63,6 +63,10 @@ public:
     const std::string& path() const { return path_; }
     uint32_t version() const { return version_; }
     size_t file_size() const { return size_; }
+    // Drops the pages of [p, p + n) from the process's resident memory when the range lies in this
+    // file's mapping (ignored otherwise): the mapping is read-only, so a later read maps them again from
+    // the file. For tensors a backend has copied into its own layout.
+    void release_pages(const void* p, size_t n) const;
     uint32_t alignment() const { return alignment_; }
 
     bool has(const std::string& key) const { return kv_.count(key) != 0; }

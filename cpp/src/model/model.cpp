@@ -79,6 +79,9 @@ weight_view bind_matrix(const gguf_file& f, const std::string& name, int64_t n_c
     if (b >= 0)
         bad(f, "tensor " + name + " (" + tr.name + ") contains NaN or Inf in row " + std::to_string(b / blocks_per_row) +
                    ", block " + std::to_string(b % blocks_per_row) + (tr.block_size > 1 ? " (its scale)" : ""));
+    // The check read every page; first use reads them again (most matrices only to copy them into a
+    // backend's layout), so the load's peak memory stays near one copy of the weights, not two.
+    f.release_pages(t.data, size_t(n_rows * blocks_per_row) * tr.type_size);
     return weight_view{t.type, n_rows, n_cols, t.data};
 }
 
@@ -154,10 +157,12 @@ model::model(std::shared_ptr<const gguf_file> file) : file_(std::move(file)), hp
             if (!(freq_factors[i] > 0)) bad(f, "tensor rope_freqs.weight has a non-positive factor at index " + std::to_string(i));
     }
     // Every matrix gets a slot for a backend's own layout (filled on first use; output_ shares
-    // token_embd_'s when tied).
+    // token_embd_'s when tied). Once filled, the mapped source leaves the resident memory: only
+    // embedding rows and NanoSpec's row selection read it again, a few pages each.
     auto attach = [this](weight_view& w) {
         repacks_.push_back(std::make_unique<weight_repack>());
         w.repack = repacks_.back().get();
+        w.repack->release_source = [file = file_](const void* p, size_t n) { file->release_pages(p, n); };
     };
     attach(token_embd_);
     if (hp_.tied_output) output_.repack = token_embd_.repack;
