@@ -105,3 +105,20 @@ def test_kv_cache_memory_follows_the_context_in_use(model_path):
     # file and a 2.25 GiB cache; 2795 MiB while the cache was zero-filled up front.
     budget = m["file"] + m["kv"] // 10 + 96 * 2**20
     assert m["grown"] < budget, f"RSS grew by {m['grown'] / 2**20:.0f} MiB, budget {budget / 2**20:.0f} MiB ({m})"
+
+
+def _overcommits_always() -> bool:
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(_overcommits_always(), reason="vm.overcommit_memory=1 maps any size: nothing fails at load")
+def test_kv_cache_larger_than_memory_is_a_clear_error(model_path):
+    """A cache the machine cannot hold (here 2.25 TiB) fails at load with the sizes and the knobs."""
+    import specgen
+
+    with pytest.raises(specgen.InvalidParameterError, match=r"KV cache for 1048576 tokens x 64 sequences .* does not fit"):
+        specgen.Generator(model_path, n_ctx=1 << 20, n_parallel=64)

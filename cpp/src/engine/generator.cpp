@@ -1,8 +1,10 @@
 #include "engine/generator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "common/error.h"
@@ -43,7 +45,16 @@ generator::generator(const generator_params& params) : params_(params), verifier
     auto kv_ggml = [](kv_type t) { return kv_cache_type_from_name(kv_type_name(t)); };
     cache_ = std::make_unique<kv_cache>(model_->hp(), params_.n_ctx, params_.n_parallel, kv_ggml(params_.type_k),
                                         kv_ggml(params_.type_v));
-    cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
+    try {
+        cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
+    } catch (const std::bad_alloc&) {
+        char size[32];
+        std::snprintf(size, sizeof size, "%.1f GiB", double(cache_->bytes()) / double(1ull << 30));
+        throw invalid_argument_error("the KV cache for " + std::to_string(params_.n_ctx) + " tokens x " +
+                                     std::to_string(params_.n_parallel) + " sequences (" + kv_type_name(params_.type_k) +
+                                     " keys, " + kv_type_name(params_.type_v) + " values: " + size +
+                                     ") does not fit in memory; lower n_ctx or n_parallel, or store it as f16 / q8_0");
+    }
     verifier_ = verifier(model_->hp().n_vocab);
     head_ = make_target_head(params_, *eval_, *backend_, *tokenizer_);
     trace_ = verify_trace::from_env();
