@@ -93,3 +93,18 @@ def test_draft_forwards_are_counted_for_a_draft_model_only(pair):
         r = g.generate(PROMPTS[0], max_tokens=N, temperature=0, ignore_eos=True)
         # Alone: one draft forward per drafted token at most (a round's first also catches up its rows).
         assert 0 < r.stats["n_draft_forwards"] == r.stats["n_draft_batch_sequences"] <= r.stats["n_drafted"]
+
+
+def test_a_catch_up_the_tokens_left_cannot_repay_decodes_plainly(model_path):
+    """A draft model first forwards every row it has not seen (here the prompt). With 8 tokens to write
+    after a ~400-token prompt that costs more than drafting can save, so the request decodes plainly
+    (and identically); the same draft with a short prompt drafts."""
+    plain = specgen.Generator(model_path, n_threads=2, n_ctx=1024)
+    g = specgen.Generator(model_path, n_threads=2, n_ctx=1024, draft=model_path)
+    long_prompt = " ".join(["The lighthouse keeper counted the ships that passed the headland."] * 30)
+    assert len(g.tokenize(long_prompt)) > 4 * 8
+    r = g.generate(long_prompt, max_tokens=8, temperature=0)
+    assert r.stats["n_drafted"] == 0
+    assert r.tokens == plain.generate(long_prompt, max_tokens=8, temperature=0).tokens
+    short = g.generate("The capital of France is", max_tokens=32, temperature=0)
+    assert short.stats["n_drafted"] > 0

@@ -59,6 +59,15 @@ int draft_policy::amortized_catch_up(int rows_behind, double acceptance, int max
     return int(std::min<double>(rows_behind, std::ceil(rows_behind / rounds_left)));
 }
 
+bool draft_policy::catch_up_outweighs(int rows_behind, int64_t tokens_left) {
+    // A catch-up row of the 0.5B draft cost 2.6-2.8 ms beside the 1.5B target on 2 cores, and a token
+    // it then drafts saves 10-17 ms of plain decoding: a row per 4 tokens left is about break-even.
+    // A 1409-token prompt with 64 tokens to write decoded 2.3x slower with the draft than without
+    // (docs/bench/draft-catch-up-2026-12-06.md).
+    constexpr int64_t kCatchUpRowsPerToken = 4;
+    return rows_behind > 0 && int64_t(rows_behind) > kCatchUpRowsPerToken * tokens_left;
+}
+
 double draft_policy::draft_step_seconds(int rows) const {
     if (rows <= 0) return 0;
     return draft_.empty() ? size_ratio_ * target_.seconds(rows) : draft_.seconds(rows);

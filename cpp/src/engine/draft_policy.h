@@ -56,6 +56,10 @@ public:
     // since drafting after it pays for every one of them. A prompt's catch-up is then nearly free for a
     // long request and ruinous for one about to end. Rounded up: any catch-up costs a row.
     static int amortized_catch_up(int rows_behind, double acceptance, int max_draft, int64_t tokens_left);
+    // True when a draft model's catch-up (rows_behind rows it must forward before drafting: a prompt,
+    // or the rounds it sat out) outweighs what the tokens left can repay, alone or in a batch: then
+    // the sequence decodes plainly. Once true it stays true (the rows grow, the tokens shrink).
+    static bool catch_up_outweighs(int rows_behind, int64_t tokens_left);
 
 private:
     // Seconds of a step per row count, measured online.

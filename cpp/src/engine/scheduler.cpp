@@ -272,6 +272,9 @@ void scheduler::run_step(const std::vector<sequence*>& act) {
         }
         policy_.choose(seqs, int(decoding.size()), caps_, drafts != nullptr);
     }
+    if (drafts)
+        for (size_t i = 0; i < decoding.size(); ++i)
+            if (draft_policy::catch_up_outweighs(decoding[i]->draft_rows_behind(), decoding[i]->tokens_left())) caps_[i] = 0;
     for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->propose(caps_[i], int(decoding.size()), drafts);
     if (drafts && !drafts->empty()) {
         drafts->run();
