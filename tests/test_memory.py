@@ -81,12 +81,12 @@ import json, sys
 import numpy as np  # imported before the baseline so its pages count as baseline
 import specgen
 base = rss("VmRSS")
+prompts = ["Tell me a story about a lighthouse keeper.", "The capital of France is"]
 g = specgen.Generator(sys.argv[1], n_threads=2, n_ctx=32768, n_parallel=2)
-r = g.generate(["Tell me a story about a lighthouse keeper.", "The capital of France is"], max_tokens=16, temperature=0)
+r = g.generate(prompts, max_tokens=16, temperature=0)
 peak = rss("VmHWM")
 small = specgen.Generator(sys.argv[1], n_threads=2, n_ctx=256)
-same = [small.generate(p, max_tokens=16, temperature=0).tokens for p in
-        ["Tell me a story about a lighthouse keeper.", "The capital of France is"]] == [x.tokens for x in r]
+same = [small.generate(p, max_tokens=16, temperature=0).tokens for p in prompts] == [x.tokens for x in r]
 print(json.dumps({"grown": peak - base, "file": g._g.file_size, "kv": g._g.kv_bytes, "same": same}))
 """
 

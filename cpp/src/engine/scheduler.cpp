@@ -260,21 +260,23 @@ void scheduler::run_step(const std::vector<sequence*>& act) {
     draft_batch* drafts = speculators_.batch();
     if (drafts) drafts->clear();  // nothing a failed step left
     caps_.assign(decoding.size(), INT_MAX);
+    rows_behind_.assign(decoding.size(), 0);
+    if (drafts)
+        for (size_t i = 0; i < decoding.size(); ++i) rows_behind_[i] = decoding[i]->draft_rows_behind();
     if (p.batch_draft_policy && decoding.size() >= 2 && slots_[0].spec) {
         std::vector<draft_policy::sequence> seqs;
-        for (sequence* s : decoding) {
+        for (size_t i = 0; i < decoding.size(); ++i) {
+            const sequence* s = decoding[i];
             const generation_stats& st = s->stats();
             const double e = s->expected_acceptance();
             const double a = e >= 0 ? e : draft_policy::acceptance(st.n_accepted, st.n_drafted);
-            const int behind = drafts ? s->draft_rows_behind() : 0;
             seqs.push_back({a, st.n_drafted > 0 ? st.draft_seconds / double(st.n_drafted) : 0.0, p.draft_max,
-                            draft_policy::amortized_catch_up(behind, a, p.draft_max, s->tokens_left())});
+                            draft_policy::amortized_catch_up(rows_behind_[i], a, p.draft_max, s->tokens_left())});
         }
         policy_.choose(seqs, int(decoding.size()), caps_, drafts != nullptr);
     }
-    if (drafts)
-        for (size_t i = 0; i < decoding.size(); ++i)
-            if (draft_policy::catch_up_outweighs(decoding[i]->draft_rows_behind(), decoding[i]->tokens_left())) caps_[i] = 0;
+    for (size_t i = 0; i < decoding.size(); ++i)
+        if (draft_policy::catch_up_outweighs(rows_behind_[i], decoding[i]->tokens_left())) caps_[i] = 0;
     for (size_t i = 0; i < decoding.size(); ++i) decoding[i]->propose(caps_[i], int(decoding.size()), drafts);
     if (drafts && !drafts->empty()) {
         drafts->run();

@@ -91,6 +91,7 @@ private:
     batch batch_;
     std::vector<float> hidden_, logits_;
     std::vector<int> caps_;
+    std::vector<int> rows_behind_;  // per decoding sequence: rows its draft model must forward before drafting
 };
 
 }  // namespace specgen
