@@ -108,3 +108,24 @@ def test_a_catch_up_the_tokens_left_cannot_repay_decodes_plainly(model_path):
     assert r.tokens == plain.generate(long_prompt, max_tokens=8, temperature=0).tokens
     short = g.generate("The capital of France is", max_tokens=32, temperature=0)
     assert short.stats["n_drafted"] > 0
+
+
+def test_the_draft_models_rows_stay_with_the_slot_for_its_next_request(model_path):
+    """A second turn that extends the first request's history finds the draft model's rows of it still
+    in the slot's draft cache: it forwards only the rows after them, so with the few tokens left that made
+    a cold request decode plainly (the test above) it drafts, and its tokens stay plain decoding's. The
+    n-gram chain is off: on this repetitive prompt its matches would draft instead of the model."""
+    plain = specgen.Generator(model_path, n_threads=2, n_ctx=1024)
+    g = specgen.Generator(model_path, n_threads=2, n_ctx=1024, draft=model_path, ngram_chain=0)
+    first = g.tokenize(" ".join(["The lighthouse keeper counted the ships that passed the headland."] * 15))
+    r1 = g.generate(first, max_tokens=64, temperature=0, ignore_eos=True)
+    assert r1.stats["n_drafted"] > 0 and r1.stats["n_draft_prompt_tokens_cached"] == 0
+    second = first + r1.tokens + g.tokenize(" Then the keeper", add_bos=False)
+    assert len(second) > 4 * 8
+    r2 = g.generate(second, max_tokens=8, temperature=0, ignore_eos=True)
+    assert r2.stats["n_prompt_tokens_cached"] > len(first)
+    assert len(first) <= r2.stats["n_draft_prompt_tokens_cached"] < len(second)
+    assert r2.stats["n_drafted"] > 0
+    assert r2.tokens == plain.generate(second, max_tokens=8, temperature=0, ignore_eos=True).tokens
+    cold = specgen.Generator(model_path, n_threads=2, n_ctx=1024, draft=model_path, ngram_chain=0)
+    assert cold.generate(second, max_tokens=8, temperature=0, ignore_eos=True).stats["n_drafted"] == 0

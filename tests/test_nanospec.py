@@ -334,3 +334,23 @@ def test_sampling_with_draft_stops_matches_target(model_path, gen):
     assert len(lengths) >= 2 and max(lengths) >= 2, lengths
     ids, probs = joint_two_tokens(gen, prompt, top_k)
     assert goodness_of_fit(samples, ids, probs) > 1e-3
+
+
+def test_a_chats_next_turn_reuses_the_answers_rows(model_path):
+    """The slot keeps the top-k of the rows a request emitted as it does its prompt's, so the next turn
+    (history + a new message) reuses every cached row, answer included, and still seeds S with the
+    target's top-k of its last rows; its output stays plain decoding's."""
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=512, draft="self", nanospec=True, nanospec_topk=3)
+    plain = specgen.Generator(model_path, n_threads=1, n_ctx=512)
+    try:
+        r1 = g.generate(PROMPT, max_tokens=24, temperature=0, ignore_eos=True)
+        second = g.tokenize(PROMPT) + r1.tokens + g.tokenize(" Later,", add_bos=False)
+        seeded = g.generate(second, max_tokens=0).stats
+        assert seeded["n_prompt_tokens_cached"] >= len(g.tokenize(PROMPT)) + len(r1.tokens) - 1
+        assert seeded["vocab_set_size"] > len(set(second)) + 3  # top-k ids beyond the prompt's own
+        r2 = g.generate(second, max_tokens=8, temperature=0, ignore_eos=True)
+        assert r2.stats["n_prompt_tokens_cached"] == len(second) - 1 and r2.stats["n_drafted"] > 0
+        assert r2.tokens == plain.generate(second, max_tokens=8, temperature=0, ignore_eos=True).tokens
+    finally:
+        g.close()
+        plain.close()

@@ -151,6 +151,11 @@ void nanospec::observe(const verify_outcome& v, std::vector<int32_t>* staged, ge
     else
         S_.grow(scratch_.data(), n_rows, emitted_.data(), int64_t(emitted_.size()), v.drafted, v.gamma);
     set_size(stats, staged != nullptr);
+    // The rows committed are the top-k rows' next ones while every round gives them (not in an auto batch):
+    // the slot keeps them too, so the next turn of a chat reuses the answer's rows instead of prefilling them.
+    if (with_topk_ && n_rows > 0 && waiting_.empty() && topk_.size() == size_t(n_past_) * k_)
+        topk_.insert(topk_.end(), scratch_.begin(), scratch_.end());
+    n_past_ += v.n_accepted + 1;
 }
 
 void nanospec::end() {
@@ -161,8 +166,8 @@ void nanospec::end() {
     kept.hidden.clear();
     kept.hidden_rows = 0;
     if (!with_topk_) return;
-    // topk_ holds the prompt's rows: at most those in the cache, and only up to the rows whose top-k never
-    // ran; those keep their hidden states instead.
+    // topk_ holds the prompt's rows (and the emitted ones after them): at most those in the cache, and only
+    // up to the rows whose top-k never ran; those keep their hidden states instead.
     const int E = head_->n_embd();
     const int n_waiting = waiting_rows();
     const size_t rows = std::min(topk_.size() / size_t(k_), size_t(n_past_));

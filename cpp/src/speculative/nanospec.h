@@ -3,8 +3,9 @@
 //
 //   seed:    at the prompt, S = the prompt ids, then the target's top-k ids at the last kSeedRows prompt
 //            rows the prefill forwards, taken through the head service (speculative/target_head.h);
-//   keep:    the slot's prefix state (speculator.h) keeps those rows' top-k between requests, so a request
-//            that reuses the cached rows (prefix reuse) seeds S as if it had forwarded them;
+//   keep:    the slot's prefix state (speculator.h) keeps those rows' top-k, and the emitted rows' after
+//            them, between requests, so a request that reuses the cached rows (prefix reuse: a chat's
+//            next turn) seeds S as if it had forwarded them;
 //   defer:   (auto) the top-k waits until a round first drafts with S, from the rows' hidden states kept
 //            meanwhile (seed_waiting()), so it never delays the first token and a request that never
 //            drafts with S never pays for it (docs/ALGORITHMS.md section 8.2); the slot keeps rows
@@ -73,7 +74,7 @@ private:
     bool running_ = false;
     bool with_topk_ = false;          // it seeds S from the target's top-k
     int prompt_rows_ = 0;             // rows the prefill forwards: the prompt without its pending token
-    int n_past_ = 0;                  // prompt rows in the slot's cache
+    int n_past_ = 0;                  // rows in the slot's cache: the prompt's, then each round's committed ones
     std::vector<int32_t> topk_;       // [prompt_rows_, k] the target's top-k ids (rows never computed: 0)
     std::vector<float> waiting_;      // [rows, n_embd] hidden states of prompt rows whose top-k waits
     int waiting_row0_ = 0;            // from this row on (contiguous)

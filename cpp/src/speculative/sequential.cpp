@@ -56,8 +56,10 @@ void sequential_speculator::begin(const std::vector<int32_t>& prompt, const spec
     request_ = request;
     length_.reset();
     n_chained_ = 0;
+    // A draft model's cache keeps the slot's rows between requests, as the target's does (prefix reuse):
+    // the first draft forwards only the rows after the longest prefix the new history shares with them.
     if (drafter_) drafter_->begin(prompt);
-    else batched_->reset();
+    stats.n_draft_prompt_tokens_cached = drafter_ ? drafter_->rows_cached(prompt) : batched_->rows_cached(prompt);
     if (nanospec_) nanospec_->begin(prompt, request.n_cached, step.n_sequences, stats);
     else if (vocab_) stats.vocab_set_size = vocab_->size();  // static (FR-Spec): reset() keeps it
 }

@@ -20,8 +20,11 @@ struct drafter {
     virtual ~drafter() = default;
     virtual std::string name() const = 0;
 
-    // A new request starts; `prompt` is its full token list. Resets per-request state.
+    // A new request starts; `prompt` is its full token list. Resets per-request state; a KV cache of
+    // its own keeps its rows, which the new request reuses as far as it shares them.
     virtual void begin(const std::vector<int32_t>& prompt) = 0;
+    // The rows of `prompt` its own KV cache holds already (from the slot's earlier requests).
+    virtual int rows_cached(const std::vector<int32_t>& /*prompt*/) const { return 0; }
 
     // Proposes at most max_n tokens continuing `history` (prompt + generated tokens; the last one is
     // not yet in the target's KV cache). Samples with `params` (greedy when temperature is 0) and

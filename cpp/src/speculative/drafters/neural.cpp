@@ -90,6 +90,10 @@ int neural_drafter::keep_prefix(const std::vector<int32_t>& ctx) {
     return n_keep;
 }
 
+int neural_drafter::rows_cached(const std::vector<int32_t>& ctx) const {
+    return follows_target_ ? 0 : cached_prefix(ctx);
+}
+
 int neural_drafter::rows_behind(const std::vector<int32_t>& ctx) const {
     return std::max(0, int(ctx.size()) - 1 - cached_prefix(ctx));
 }
@@ -183,7 +187,9 @@ public:
     }
 
     std::string name() const override { return w_.own ? "model" : "self"; }
-    void begin(const std::vector<int32_t>&) override { core_->reset(); }
+    // A draft model's cache keeps its rows for the slot's next request (drafter.h).
+    void begin(const std::vector<int32_t>&) override {}
+    int rows_cached(const std::vector<int32_t>& prompt) const override { return core_->rows_cached(prompt); }
 
     void propose(const std::vector<int32_t>& history, int max_n, const sampling_params& params, float p_min,
                  rng& gen, proposal& out) override {

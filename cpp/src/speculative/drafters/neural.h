@@ -64,7 +64,7 @@ public:
     neural_drafter(const model& m, int n_layers, kv_cache& cache, backend& be, draft_vocab* vocab, bool follows_target,
                    int seq = 0);
 
-    // A new request: forget the cached rows.
+    // Forget the cached rows (a forward stopped half-way leaves rows it cannot vouch for).
     void reset() { cached_.clear(); }
     int n_logits() const;            // the head's width: |S| or n_vocab
     const int32_t* ids() const;      // S's ids (row k of the head is token ids()[k]), or null
@@ -104,6 +104,8 @@ public:
     // The rows of ctx the cache still holds (the longest common prefix, at most ctx.size() - 1); forgets
     // the rest: the caller forwards ctx[keep_prefix(ctx)..] and reports it with forwarded().
     int keep_prefix(const std::vector<int32_t>& ctx);
+    // The rows of ctx its own cache holds already (0 when it follows the target's cache).
+    int rows_cached(const std::vector<int32_t>& ctx) const;
     // The rows of ctx before its last that keep_prefix(ctx) would leave to forward (it forgets nothing).
     int rows_behind(const std::vector<int32_t>& ctx) const;
     void forwarded(const int32_t* tokens, int n) { cached_.insert(cached_.end(), tokens, tokens + n); }
