@@ -75,7 +75,7 @@ private:
     bool with_topk_ = false;          // it seeds S from the target's top-k
     int prompt_rows_ = 0;             // rows the prefill forwards: the prompt without its pending token
     int n_past_ = 0;                  // rows in the slot's cache: the prompt's, then each round's committed ones
-    std::vector<int32_t> topk_;       // [prompt_rows_, k] the target's top-k ids (rows never computed: 0)
+    std::vector<int32_t> topk_;       // [rows, k] the target's top-k ids: the prompt's (never computed: 0), then the rounds' committed rows'
     std::vector<float> waiting_;      // [rows, n_embd] hidden states of prompt rows whose top-k waits
     int waiting_row0_ = 0;            // from this row on (contiguous)
     std::vector<int32_t> scratch_, emitted_;
