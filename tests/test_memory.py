@@ -122,3 +122,58 @@ def test_kv_cache_larger_than_memory_is_a_clear_error(model_path):
 
     with pytest.raises(specgen.InvalidParameterError, match=r"KV cache for 1048576 tokens x 64 sequences .* does not fit"):
         specgen.Generator(model_path, n_ctx=1 << 20, n_parallel=64)
+
+
+def _meminfo() -> dict:
+    with open("/proc/meminfo") as f:
+        return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.split()[1].isdigit()}
+
+
+def _cache_beyond_available_memory(model_path):
+    """(n_ctx, n_parallel) of a KV cache larger than the memory available now that the kernel still maps
+    (its heuristic refuses only what exceeds RAM + swap): halfway between the two, or a skip where this
+    machine leaves less than 2% between them."""
+    import specgen
+
+    try:
+        mem = _meminfo()
+        mode = open("/proc/sys/vm/overcommit_memory").read().strip()
+    except OSError:
+        pytest.skip("no /proc/meminfo")
+    if mode == "2":
+        pytest.skip("vm.overcommit_memory=2 refuses what it cannot back")
+    ceiling = mem["MemTotal"] + mem.get("SwapFree", 0)
+    if ceiling - mem["MemAvailable"] < 0.02 * ceiling:
+        pytest.skip("under 2% between the memory available and the machine's")
+    with specgen.Generator(model_path, n_ctx=256) as small:
+        per_token = small.kv_bytes_per_sequence / 256
+    n_parallel = 32
+    return int((mem["MemAvailable"] + ceiling) / 2 / (per_token * n_parallel)), n_parallel
+
+
+def test_kv_cache_larger_than_available_memory_warns_at_load(model_path, cli):
+    """A cache the kernel maps but the machine cannot hold loads (its pages are resident only once
+    written), with a warning that names the sizes and the knobs: the SDK a RuntimeWarning, the CLI one
+    stderr line before it generates."""
+    import specgen
+
+    n_ctx, n_parallel = _cache_beyond_available_memory(model_path)
+    with pytest.warns(RuntimeWarning, match=rf"KV cache for {n_ctx} tokens x {n_parallel} sequences .* is more than "
+                                            r"the memory available now .*lower n_ctx or n_parallel"):
+        g = specgen.Generator(model_path, n_ctx=n_ctx, n_parallel=n_parallel)
+    assert len(g.generate("Hello", max_tokens=2, temperature=0, ignore_eos=True).tokens) == 2
+    g.close()
+    out = subprocess.run([cli, "-m", model_path, "-c", str(n_ctx), "-np", str(n_parallel), "-n", "2", "--temp", "0",
+                          "-p", "Hello"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    warned = [line for line in out.stderr.splitlines() if "is more than the memory available now" in line]
+    assert len(warned) == 1 and warned[0].startswith("specgen: warning: the KV cache"), out.stderr
+
+
+def test_kv_cache_within_available_memory_loads_without_warning(model_path):
+    import specgen
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        specgen.Generator(model_path, n_ctx=1024, n_parallel=2).close()

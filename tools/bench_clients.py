@@ -6,7 +6,9 @@ round's wall time and each configuration's ratio to the first one's, per round a
     python tools/bench_clients.py -m T.gguf -md D.gguf -c plain,draft --rounds 4
 
 Configurations: plain, draft (-md, NanoSpec by default), draft:full (-md, nanospec off), auto (auto with -md).
-The rounds of docs/bench/pair-batch-catchup-2026-12-04.md.
+The rounds of docs/bench/pair-batch-catchup-2026-12-04.md. With --turns N each request is a chat of N
+turns: after the prompt, follow-up messages that re-send the history with the answers (as an OpenAI
+client does), so prefix reuse acts (docs/bench/multi-turn-2026-12-06.md).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("-n", "--max-tokens", type=int, default=128)
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--turns", type=int, default=1, help="turns per chat (follow-ups re-send the history)")
     args = ap.parse_args()
     kinds = {"plain": {}, "draft": {"draft": args.draft_model}, "draft:full": {"draft": args.draft_model, "nanospec": False},
              "auto": {"draft": "auto", "draft_model": args.draft_model}}
@@ -45,10 +48,22 @@ def main() -> int:
     gens = {k: specgen.Generator(args.model, n_threads=args.threads, n_ctx=2048, n_parallel=args.clients, **kinds[k])
             for k in names}
     template = template_for(gens[names[0]])
-    prompts = [gens[names[0]].tokenize(template.render(r["messages"], add_generation_prompt=True), add_bos=True,
-                                       special=True) for r in load_chat_prompts()]
+    chats = [r["messages"] for r in load_chat_prompts()]
+    follow_ups = ["Now add type hints and a docstring.", "Write two unit tests for it.", "Make it shorter."]
+
+    def ids(messages):
+        return gens[names[0]].tokenize(template.render(messages, add_generation_prompt=True), add_bos=True, special=True)
+
+    def chat(g, messages, record):
+        messages = list(messages)
+        for turn in range(args.turns):
+            r = g.generate(ids(messages), max_tokens=args.max_tokens, temperature=0)
+            record(r.stats)
+            messages += [{"role": "assistant", "content": r.text},
+                         {"role": "user", "content": follow_ups[turn % len(follow_ups)]}]
+
     for g in gens.values():
-        g.generate(prompts[0], max_tokens=4, temperature=0)  # warm-up
+        g.generate(ids(chats[0]), max_tokens=4, temperature=0)  # warm-up
     ratios = {k: [] for k in names}
     for rnd in range(args.rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
@@ -57,12 +72,13 @@ def main() -> int:
             done = []
             lock = threading.Lock()
 
+            def record(stats):
+                with lock:
+                    done.append(stats)
+
             def client(i, g=gens[k]):
                 for j in range(args.requests):
-                    r = g.generate(prompts[(rnd + args.requests * i + j) % len(prompts)], max_tokens=args.max_tokens,
-                                   temperature=0)
-                    with lock:
-                        done.append(r.stats)
+                    chat(g, chats[(rnd + args.requests * i + j) % len(chats)], record)
 
             t0 = time.perf_counter()
             threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
@@ -75,7 +91,9 @@ def main() -> int:
             rate[k] = tokens / wall
             print(f"round {rnd} {k}: {rate[k]:.1f} tok/s, drafted {sum(s['n_drafted'] for s in done)} of {tokens}, "
                   f"draft forwards {sum(s['n_draft_forwards'] for s in done)}, "
-                  f"draft {sum(s['draft_seconds'] for s in done):.2f} s", flush=True)
+                  f"draft {sum(s['draft_seconds'] for s in done):.2f} s, prompt rows reused "
+                  f"{sum(s['n_prompt_tokens_cached'] for s in done)} of {sum(s['n_prompt_tokens'] for s in done)}",
+                  flush=True)
         for k in names:
             ratios[k].append(rate[k] / rate[names[0]])
     for k in names[1:]:

@@ -198,6 +198,7 @@ int run(int argc, char** argv) {
 
     const auto t0 = std::chrono::steady_clock::now();
     generator g(gp);
+    for (const std::string& w : g.load_warnings()) std::fprintf(stderr, "specgen: warning: %s\n", w.c_str());
     const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const std::vector<int32_t> tokens = g.tok().encode(prompt, true, true);
     std::signal(SIGINT, on_sigint);

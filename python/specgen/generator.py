@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -282,6 +283,8 @@ class Generator:
         self.draft_head = None if draft_head is None else os.fspath(draft_head)
         self.draft_kind = kind
         self._core = _core.Generator(p)
+        for message in self._core.load_warnings:  # e.g. a KV cache larger than the memory available
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     @staticmethod
     def _draft_choice(draft, draft_kind, draft_model):

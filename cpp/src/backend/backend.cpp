@@ -2,6 +2,7 @@
 // (used by the CPU backend; the CUDA backend overrides them with device memory).
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -52,6 +53,17 @@ void backend::free(void* p) {
     std::memcpy(&bytes, base, sizeof bytes);
     if (bytes >= kMappedFrom) ::munmap(base, kHeader + bytes);
     else ::operator delete(base, kAlign);
+}
+
+size_t available_host_memory() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    std::fclose(f);
+    return size_t(kib) * 1024;
 }
 
 void backend::upload(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }

@@ -193,6 +193,9 @@ private:
 class thread_pool;
 std::unique_ptr<backend> make_cpu_backend(int n_threads);
 
+// The memory the kernel reports available now for new allocations (Linux MemAvailable), 0 when unknown.
+size_t available_host_memory();
+
 // CUDA (cuda/; compiled when SPECGEN_CUDA is on). Both are callable in every build:
 // cuda_device_count() is 0 without CUDA support or without a usable device, and
 // make_cuda_backend() then throws device_error saying which.

@@ -55,6 +55,7 @@ generator::generator(const generator_params& params) : params_(params), verifier
                                      " keys, " + kv_type_name(params_.type_v) + " values: " + size +
                                      ") does not fit in memory; lower n_ctx or n_parallel, or store it as f16 / q8_0");
     }
+    warn_if_cache_exceeds_memory();
     verifier_ = verifier(model_->hp().n_vocab);
     head_ = make_target_head(params_, *eval_, *backend_, *tokenizer_);
     trace_ = verify_trace::from_env();
@@ -67,6 +68,20 @@ generator::generator(const generator_params& params) : params_(params), verifier
 }
 
 generator::~generator() { sched_->shutdown(); }
+
+void generator::warn_if_cache_exceeds_memory() {
+    // The cache's pages become resident as sequences write rows (backend::alloc), so a cache the kernel
+    // agreed to map may still be more than the machine holds: say so now rather than die at run time.
+    const size_t available = backend_->host_memory() ? available_host_memory() : 0;
+    if (available == 0 || cache_->bytes() <= available) return;
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  "the KV cache for %d tokens x %d sequences (%.1f GiB) is more than the memory available now "
+                  "(%.1f GiB): requests that fill it will run out of memory; lower n_ctx or n_parallel, or store it as f16 / q8_0",
+                  int(params_.n_ctx), int(params_.n_parallel), double(cache_->bytes()) / double(1ull << 30),
+                  double(available) / double(1ull << 30));
+    load_warnings_.push_back(text);
+}
 
 std::vector<int32_t> generator::seed_ids() const { return head_->seed_ids(); }
 

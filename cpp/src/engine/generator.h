@@ -53,6 +53,9 @@ public:
     int32_t n_vocab() const { return model_->hp().n_vocab; }
     size_t kv_bytes() const { return cache_->bytes(); }
     size_t kv_bytes_per_sequence() const { return cache_->bytes_per_sequence(); }
+    // What the load found worth telling the user without failing (a KV cache larger than the memory
+    // available): the front-ends print these (Python: RuntimeWarning; CLI: stderr).
+    const std::vector<std::string>& load_warnings() const { return load_warnings_; }
     int n_parallel() const { return params_.n_parallel; }
     int n_free_slots() const;   // slots no request holds now
     int n_waiting() const;      // requests queued for a slot
@@ -80,6 +83,8 @@ public:
     std::unique_ptr<request> start(const std::vector<int32_t>& prompt, const generate_params& params);
 
 private:
+    void warn_if_cache_exceeds_memory();
+
     generator_params params_;
     std::shared_ptr<const gguf_file> file_;
     std::unique_ptr<model> model_;
@@ -91,6 +96,7 @@ private:
     std::unique_ptr<target_head> head_;  // the speculators' head service
     std::unique_ptr<verify_trace> trace_;  // $SPECGEN_VERIFY_TRACE, null when unset
     std::unique_ptr<loaded_target> target_;  // the parts above, lent to the engine
+    std::vector<std::string> load_warnings_;
     std::shared_ptr<scheduler> sched_;  // last: its engine thread uses everything above
 };
 

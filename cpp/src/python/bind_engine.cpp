@@ -130,6 +130,7 @@ void bind_engine(nb::module_& m) {
         .def_prop_ro("file_size", [](const generator& g) { return g.file().file_size(); })
         .def_prop_ro("kv_bytes", [](const generator& g) { return g.kv_bytes(); })
         .def_prop_ro("kv_bytes_per_sequence", [](const generator& g) { return g.kv_bytes_per_sequence(); })
+        .def_prop_ro("load_warnings", [](const generator& g) { return g.load_warnings(); })
         .def_prop_ro("n_parallel", &generator::n_parallel)
         .def_prop_ro("n_free_slots", &generator::n_free_slots, "slots no request holds now")
         .def_prop_ro("n_waiting", &generator::n_waiting, "requests queued for a slot")
