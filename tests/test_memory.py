@@ -170,6 +170,16 @@ def test_kv_cache_larger_than_available_memory_warns_at_load(model_path, cli):
     assert len(warned) == 1 and warned[0].startswith("specgen: warning: the KV cache"), out.stderr
 
 
+def test_server_prints_the_load_warning_once(model_path):
+    from server_helpers import Server
+
+    n_ctx, n_parallel = _cache_beyond_available_memory(model_path)
+    server = Server(model_path, "-c", str(n_ctx), "-np", str(n_parallel), "--draft", "none")
+    out = server.stop()
+    warned = [line for line in out.splitlines() if "is more than the memory available now" in line]
+    assert len(warned) == 1 and warned[0].startswith("specgen serve: warning: the KV cache"), out
+
+
 def test_kv_cache_within_available_memory_loads_without_warning(model_path):
     import specgen
     import warnings

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import Any, Dict, List, Optional
 
 from specgen import flags
@@ -153,7 +154,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         ensure_file_limit(limits)
-        generator = Generator(**gen_kwargs)
+        with warnings.catch_warnings(record=True) as load_warnings:
+            warnings.simplefilter("always", RuntimeWarning)
+            generator = Generator(**gen_kwargs)
+        for w in load_warnings:  # one line each, as the CLI prints them
+            print(f"specgen serve: warning: {w.message}", file=sys.stderr, flush=True)
         app = create_app(generator, **served_kwargs)
     except (SpecgenError, ValueError, OSError) as e:
         return _fail(str(e))
