@@ -79,6 +79,8 @@ int main(int argc, char ** argv) {
     }
     CHECK(specgen_n_vocab(gen) > 0, "n_vocab %d", specgen_n_vocab(gen));
     CHECK(specgen_n_ctx(gen) == gp.n_ctx, "n_ctx %d", specgen_n_ctx(gen));
+    CHECK(strcmp(specgen_load_warnings(gen), "") == 0, "load warnings: %s", specgen_load_warnings(gen));
+    CHECK(strcmp(specgen_load_warnings(NULL), "") == 0 && strstr(specgen_last_error(), "NULL"), "NULL generator");
 
     /* Tokenize: ask for the size, then fill; detokenize back. */
     const int32_t n_prompt = specgen_tokenize(gen, prompt, strlen(prompt), NULL, 0, true, false);

@@ -187,6 +187,12 @@ SPECGEN_API specgen_generator * specgen_generator_init(const char * model_path,
 /* Releases the generator and unmaps its files. NULL is a no-op. */
 SPECGEN_API void specgen_generator_free(specgen_generator * gen);
 
+/* What the load found worth telling the user without failing, one line each ending in '\n'; "" when
+ * nothing (and for a NULL generator, with last_error set). Today: a KV cache larger than the memory
+ * available at load, which loads because its pages become resident only as sequences write them, so
+ * requests that fill it run out of memory. Valid until specgen_generator_free(). */
+SPECGEN_API const char * specgen_load_warnings(const specgen_generator * gen);
+
 /* Model facts; 0 (and last_error set) for a NULL generator. */
 SPECGEN_API int32_t specgen_n_vocab(const specgen_generator * gen);
 SPECGEN_API int32_t specgen_n_ctx(const specgen_generator * gen);

@@ -24,6 +24,7 @@
 
 struct specgen_generator {
     std::unique_ptr<specgen::generator> gen;
+    std::string load_warnings;  // the generator's, one per line (specgen_load_warnings)
 };
 
 struct specgen_request {
@@ -302,6 +303,7 @@ specgen_generator* specgen_generator_init(const char* model_path, const specgen_
         gp.saguaro_c = p.saguaro_c;
         auto h = std::make_unique<specgen_generator>();
         h->gen = std::make_unique<specgen::generator>(gp);
+        for (const std::string& w : h->gen->load_warnings()) h->load_warnings += w + "\n";
         out = h.release();
         return SPECGEN_STATUS_OK;
     });
@@ -325,6 +327,12 @@ int32_t specgen_n_ctx(const specgen_generator* gen) {
     if (gen && gen->gen) return gen->gen->n_ctx();
     invalid("generator is NULL");
     return 0;
+}
+
+const char* specgen_load_warnings(const specgen_generator* gen) {
+    if (gen && gen->gen) return gen->load_warnings.c_str();
+    invalid("generator is NULL");
+    return "";
 }
 
 int32_t specgen_token_bos(const specgen_generator* gen) { return gen && gen->gen ? gen->gen->tok().bos_id() : -1; }
