@@ -139,7 +139,9 @@ def test_timing_correction_carries_over_to_the_next_request(model_path, tmp_path
     0.7 of its speed (measured: 0.46-0.52, the correction being a mean of log ratios per round); reset
     per request, the two would predict alike.
     Only predictions are compared, never a measured speed, so the machine's load does not decide
-    the outcome (the test used to compare a prediction with the measured speed and failed under load)."""
+    the outcome (the test used to compare a prediction with the measured speed and failed under load).
+    A burst of load during a fresh Generator's request still teaches it the same slowness (a pair at
+    118 vs 119 tokens/s beside a busy test run), so the median of three pairs decides."""
     path = tmp_path / "cal.json"
     monkeypatch.setenv("SPECGEN_CALIBRATION", str(path))
     _auto(model_path, monkeypatch).close()  # measures this machine
@@ -155,11 +157,12 @@ def test_timing_correction_carries_over_to_the_next_request(model_path, tmp_path
         for _ in range(3):
             predicted(carried)
         pairs = []
-        for _ in range(2):
+        for _ in range(3):
             with _auto(model_path, monkeypatch) as fresh:
                 first = predicted(fresh)
             pairs.append((first, predicted(carried)))
-        assert all(0 < c < 0.7 * f for f, c in pairs), pairs
+        ratios = sorted(c / f for f, c in pairs)
+        assert ratios[0] > 0 and ratios[1] < 0.7, pairs
     finally:
         carried.close()
 
