@@ -129,3 +129,14 @@ def test_the_draft_models_rows_stay_with_the_slot_for_its_next_request(model_pat
     assert r2.tokens == plain.generate(second, max_tokens=8, temperature=0, ignore_eos=True).tokens
     cold = specgen.Generator(model_path, n_threads=2, n_ctx=1024, draft=model_path, ngram_chain=0)
     assert cold.generate(second, max_tokens=8, temperature=0, ignore_eos=True).stats["n_drafted"] == 0
+
+
+def test_draft_threads_leave_the_tokens_unchanged(pair, solo):
+    """n_threads_draft (-td) runs the draft model's forwards on fewer of the generator's threads; which
+    thread computes a row never changes its value, so every sequence keeps its solo greedy output."""
+    with specgen.Generator(pair[0], draft=pair[1], n_threads=2, n_threads_draft=1, n_ctx=256, n_parallel=3,
+                           batch_draft_policy=False, draft_p_min=0.0) as g:
+        assert g.n_threads_draft == 1
+        results = g.generate(PROMPTS[:3], max_tokens=N, temperature=0, ignore_eos=True)
+        assert [r.tokens for r in results] == solo[:3]
+        assert sum(r.stats["n_drafted"] for r in results) > 0

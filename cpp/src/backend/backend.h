@@ -193,6 +193,23 @@ private:
 class thread_pool;
 std::unique_ptr<backend> make_cpu_backend(int n_threads);
 
+// For its lifetime the backend's parallel regions use n threads (n_threads_draft: a draft model's
+// forwards), then all of them again; n <= 0 changes nothing.
+class active_threads_scope {
+public:
+    active_threads_scope(backend& be, int n) : be_(n > 0 ? &be : nullptr) {
+        if (be_) be_->set_active_threads(n);
+    }
+    ~active_threads_scope() {
+        if (be_) be_->set_active_threads(be_->n_threads());
+    }
+    active_threads_scope(const active_threads_scope&) = delete;
+    active_threads_scope& operator=(const active_threads_scope&) = delete;
+
+private:
+    backend* be_;
+};
+
 // The memory the kernel reports available now for new allocations (Linux MemAvailable), 0 when unknown.
 size_t available_host_memory();
 

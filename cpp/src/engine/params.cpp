@@ -46,7 +46,8 @@ const std::vector<param_spec> kSpecs = {
     {"n_threads", S::generator, T::integer, 0, 512, false, "", "0", "compute threads; 0: automatic (all cores, at most 8)",
      "-t|--threads", G::engine},
     {"n_threads_draft", S::generator, T::integer, 0, 512, false, "", "0",
-     "drafter threads (SSD's concurrent drafter); 0: automatic (half of n_threads, the target keeps the rest)",
+     "drafter threads: a draft model's forwards (0: n_threads; at most n_threads, which they run on) or "
+     "SSD's concurrent drafter (0: half of n_threads, the target keeps the rest)",
      "-td|--threads-draft", G::engine},
     {"device", S::generator, T::text, 0, 0, false, "", "cpu", "cpu, cuda (device 0) or cuda:N", "-dev|--device", G::engine},
     {"n_parallel", S::generator, T::integer, 1, 256, false, "", "1",

@@ -27,8 +27,8 @@ struct draft_batch::state {
     const float* logits = nullptr;  // the head's logits of that row [drafter->n_logits()]
 };
 
-draft_batch::draft_batch(std::shared_ptr<const neural_weights> w, int n_ctx, int n_seq, backend& be)
-    : w_(std::move(w)), cache_(w_->m->hp(), n_ctx, n_seq), eval_(*w_->m, be), be_(be) {}
+draft_batch::draft_batch(std::shared_ptr<const neural_weights> w, int n_ctx, int n_seq, backend& be, int n_threads)
+    : w_(std::move(w)), cache_(w_->m->hp(), n_ctx, n_seq), eval_(*w_->m, be), be_(be), n_threads_(n_threads) {}
 
 draft_batch::~draft_batch() = default;
 
@@ -43,6 +43,7 @@ void draft_batch::run() {
         std::vector<job>& jobs;
         ~forget() { jobs.clear(); }
     } forget_jobs{jobs_};
+    const active_threads_scope threads(be_, n_threads_);
     timings_.clear();
     if (states_.size() < jobs_.size()) states_.resize(jobs_.size());
     std::vector<state*> live;

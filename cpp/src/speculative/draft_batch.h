@@ -31,8 +31,9 @@ class neural_drafter;
 
 class draft_batch {
 public:
-    // w: a draft GGUF's weights (w.own); n_seq sequences (slots) of n_ctx rows in the shared cache.
-    draft_batch(std::shared_ptr<const neural_weights> w, int n_ctx, int n_seq, backend& be);
+    // w: a draft GGUF's weights (w.own); n_seq sequences (slots) of n_ctx rows in the shared cache;
+    // n_threads: the backend threads its forwards use (n_threads_draft; 0: all).
+    draft_batch(std::shared_ptr<const neural_weights> w, int n_ctx, int n_seq, backend& be, int n_threads = 0);
     ~draft_batch();
 
     kv_cache& cache() { return cache_; }
@@ -81,6 +82,7 @@ private:
     kv_cache cache_;
     evaluator eval_;
     backend& be_;
+    int n_threads_;
     batch batch_;
     std::vector<job> jobs_;
     std::vector<state> states_;

@@ -179,7 +179,8 @@ std::unique_ptr<speculator> speculator_factory::make(speculation_target t) {
     // keep drafters of their own.
     const bool sequential = !params_.ssd && params_.draft_head.empty() && params_.draft != "auto";
     if (sequential && draft_ && draft_->own) {
-        if (!batch_) batch_ = std::make_unique<draft_batch>(draft_, params_.n_ctx, params_.n_parallel, t.be);
+        if (!batch_)
+            batch_ = std::make_unique<draft_batch>(draft_, params_.n_ctx, params_.n_parallel, t.be, params_.n_threads_draft);
         t.batch = batch_.get();
     }
     return make_speculator(params_, t);

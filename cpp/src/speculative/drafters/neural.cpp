@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/backend.h"
 #include "common/error.h"
 #include "gguf/gguf_reader.h"
 #include "speculative/draft_vocab.h"
@@ -170,7 +171,7 @@ public:
     sequential_neural_drafter(const generator_params& params, std::shared_ptr<const neural_weights> w,
                               kv_cache& target_cache, backend& be, draft_vocab* vocab, int seq,
                               const std::vector<int>* capture)
-        : w_(*w), keep_(std::move(w)) {
+        : w_(*w), keep_(std::move(w)), be_(be), n_threads_(w_.own ? params.n_threads_draft : 0) {
         kv_cache* cache = &target_cache;
         int cache_seq = seq;  // the target's cache: the request's slot
         if (w_.own) {
@@ -195,6 +196,7 @@ public:
                  rng& gen, proposal& out) override {
         out.clear();
         core_->head_seconds = 0;
+        const active_threads_scope threads(be_, n_threads_);  // a draft model's own threads setting
         core_->draft(history, max_n, p_min, params, gen, out.tokens, out.q, hand_over_ ? &out.hidden : nullptr,
                      false, nullptr, nullptr);
         if (hand_over_) out.n_forwarded = int32_t(out.hidden.size() / size_t(w_.m->hp().n_embd));
@@ -205,6 +207,8 @@ public:
 private:
     const neural_weights& w_;
     std::shared_ptr<const neural_weights> keep_;  // shared with the other slots' drafters
+    backend& be_;
+    int n_threads_;  // n_threads_draft for a draft model (0: all the backend's)
     std::unique_ptr<kv_cache> own_cache_;
     std::unique_ptr<neural_drafter> core_;
     bool hand_over_ = false;
