@@ -199,6 +199,8 @@ def test_repeated_generations_and_cancel(model_path, ar):
         for i in range(50):
             r = g.generate(PROMPT, max_tokens=4, temperature=0)
             assert r.tokens == ar[:4], f"run {i}"
+            # The drafter's own cache keeps the prompt's rows for the next request (all but the last).
+            assert r.stats["n_draft_prompt_tokens_cached"] == (0 if i == 0 else r.stats["n_prompt_tokens"] - 1), i
         for _ in range(5):  # a stream abandoned after one piece cancels the request (joins the thread)
             it = g.generate(PROMPT, max_tokens=20, temperature=0, stream=True)
             next(it)

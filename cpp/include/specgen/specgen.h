@@ -300,7 +300,7 @@ typedef struct specgen_stats {
     int64_t auto_n_switches;           /* draft auto: rounds whose method differs from the previous round's */
     int64_t n_draft_forwards;          /* draft model: draft forwards that ran this request's rows */
     int64_t n_draft_batch_sequences;   /* draft model: sum over them of the sequences each ran (the mean draft batch) */
-    int64_t n_draft_prompt_tokens_cached; /* draft model: prompt tokens whose draft KV rows the slot kept (not forwarded again) */
+    int64_t n_draft_prompt_tokens_cached; /* draft model or SSD drafter: prompt tokens whose rows its own KV cache kept (not forwarded again) */
     int64_t n_ngram_chained;           /* ngram_chain: n-gram tokens that started a draft model's proposals (part of n_drafted) */
     int64_t n_ngram_chained_accepted;  /* ngram_chain: those accepted (part of n_accepted) */
     /* Per draft position i < n_positions: rounds that drafted / accepted position i. */

@@ -47,7 +47,7 @@ namespace specgen {
     X(int64_t, auto_n_switches, auto_n_switches, "draft auto: rounds whose method differs from the previous round's") \
     X(int64_t, n_draft_forwards, n_draft_forwards, "draft model or EAGLE-3 head: the drafter's forward passes that ran this request's rows") \
     X(int64_t, n_draft_batch_sequences, n_draft_batch_sequences, "draft model: sum over those forwards of the sequences each ran (/ n_draft_forwards: the mean draft batch)") \
-    X(int64_t, n_draft_prompt_tokens_cached, n_draft_prompt_tokens_cached, "draft model: prompt tokens whose draft KV rows the slot kept from its earlier requests (not forwarded again)") \
+    X(int64_t, n_draft_prompt_tokens_cached, n_draft_prompt_tokens_cached, "draft model or SSD drafter: prompt tokens whose rows its own KV cache kept from the slot's earlier requests (not forwarded again)") \
     X(int64_t, n_ngram_chained, n_ngram_chained, "ngram_chain: n-gram tokens that started a draft model's proposals (part of n_drafted)") \
     X(int64_t, n_ngram_chained_accepted, n_ngram_chained_accepted, "ngram_chain: those accepted (part of n_accepted)")
 
@@ -109,7 +109,7 @@ struct generation_stats {
     // Batched drafting with a draft model (speculative/draft_batch.h)
     int64_t n_draft_forwards = 0;         // draft forwards that ran this request's rows
     int64_t n_draft_batch_sequences = 0;  // sum over them of the sequences each one ran
-    int64_t n_draft_prompt_tokens_cached = 0;  // prompt rows the draft model's cache kept for the slot
+    int64_t n_draft_prompt_tokens_cached = 0;  // prompt rows the drafter's own cache kept for the slot
     // n-gram tokens chained before a draft model's (params.ngram_chain, docs/ALGORITHMS.md section 6.1)
     int64_t n_ngram_chained = 0;           // proposed (part of n_drafted)
     int64_t n_ngram_chained_accepted = 0;  // accepted (part of n_accepted)

@@ -95,7 +95,9 @@ void ssd_speculator::begin(const std::vector<int32_t>& prompt, const speculation
     have_verdict_ = false;
     entries_.clear();
     error_ = nullptr;
-    drafter_->reset();
+    // The drafter's cache keeps the rows the new prompt shares with the slot's last request (an
+    // interrupted forward recorded only the rows it finished).
+    stats.n_draft_prompt_tokens_cached = drafter_->rows_cached(prompt);
     cur_cands_.clear();
     ngram_->begin(prompt);
     stop_ = false;
