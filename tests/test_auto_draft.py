@@ -227,3 +227,21 @@ def test_serve_flags_take_auto_with_a_draft_model():
     assert kw["draft_kind"] == "auto" and kw["draft_model"] == "d.gguf"
     with pytest.raises(SystemExit, match="not both"):
         cli.generator_kwargs(cli.build_parser().parse_args(["-m", "t.gguf", "--draft", "ngram", "-md", "d.gguf"]))
+
+
+def test_the_draft_models_rows_stay_for_a_chats_next_turn(model_path, gen, tmp_path, monkeypatch):
+    """auto's draft model candidate keeps its cache's rows for the slot's next request, as the draft model
+    alone does: a second turn that extends the first forwards only its new rows through the draft, and its
+    tokens stay plain decoding's. The cost model makes every round a draft model round."""
+    _costs(tmp_path, monkeypatch, 1e-6)
+    g = _auto(model_path, monkeypatch)
+    try:
+        first = g.tokenize(PROMPTS[0])
+        r1 = g.generate(first, max_tokens=16, temperature=0, ignore_eos=True)
+        assert r1.stats["auto_method"] == DRAFT_METHOD and r1.stats["n_draft_prompt_tokens_cached"] == 0
+        second = first + r1.tokens + g.tokenize(" Later,", add_bos=False)
+        r2 = g.generate(second, max_tokens=16, temperature=0, ignore_eos=True)
+        assert len(first) <= r2.stats["n_draft_prompt_tokens_cached"] < len(second)
+        assert r2.tokens == gen.generate(second, max_tokens=16, temperature=0, ignore_eos=True).tokens
+    finally:
+        g.close()

@@ -59,7 +59,8 @@ void sequential_speculator::begin(const std::vector<int32_t>& prompt, const spec
     // A draft model's cache keeps the slot's rows between requests, as the target's does (prefix reuse):
     // the first draft forwards only the rows after the longest prefix the new history shares with them.
     if (drafter_) drafter_->begin(prompt);
-    stats.n_draft_prompt_tokens_cached = drafter_ ? drafter_->rows_cached(prompt) : batched_->rows_cached(prompt);
+    if (weights_ && weights_->own)  // (under auto the other candidates leave the draft model's count alone)
+        stats.n_draft_prompt_tokens_cached = drafter_ ? drafter_->rows_cached(prompt) : batched_->rows_cached(prompt);
     if (nanospec_) nanospec_->begin(prompt, request.n_cached, step.n_sequences, stats);
     else if (vocab_) stats.vocab_set_size = vocab_->size();  // static (FR-Spec): reset() keeps it
 }
