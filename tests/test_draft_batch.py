@@ -140,3 +140,24 @@ def test_draft_threads_leave_the_tokens_unchanged(pair, solo):
         results = g.generate(PROMPTS[:3], max_tokens=N, temperature=0, ignore_eos=True)
         assert [r.tokens for r in results] == solo[:3]
         assert sum(r.stats["n_drafted"] for r in results) > 0
+
+
+@pytest.mark.parametrize("nanospec", [False, True])
+def test_a_busy_slots_prefix_is_copied_with_the_drafts_rows(model_path, nanospec):
+    """A request that shares a long prefix with one decoding in another slot copies that slot's rows
+    (prefix reuse across slots), the draft model's and NanoSpec's top-k with them, so it prefills and
+    catches up only the rest; both keep plain decoding's tokens."""
+    plain = specgen.Generator(model_path, n_threads=2, n_ctx=1024)
+    g = specgen.Generator(model_path, n_threads=2, n_ctx=1024, n_parallel=2, draft=model_path, ngram_chain=0,
+                          nanospec=nanospec)
+    shared = g.tokenize(" ".join(f"Ship {i} left the harbour at dawn with {i * 3} crates." for i in range(12)))
+    a_ids = shared + g.tokenize(" The first ship", add_bos=False)
+    b_ids = shared + g.tokenize(" The last ship", add_bos=False)
+    a = g.generate(a_ids, max_tokens=48, temperature=0, ignore_eos=True, stream=True)
+    next(a)  # a decodes: its prompt rows are committed in its slot
+    b = g.generate(b_ids, max_tokens=16, temperature=0, ignore_eos=True)
+    a.wait()
+    assert b.stats["n_prompt_tokens_cached"] >= len(shared) - 1
+    assert len(shared) // 2 <= b.stats["n_draft_prompt_tokens_cached"] <= b.stats["n_prompt_tokens_cached"]
+    assert b.tokens == plain.generate(b_ids, max_tokens=16, temperature=0, ignore_eos=True).tokens
+    assert a.tokens == plain.generate(a_ids, max_tokens=48, temperature=0, ignore_eos=True).tokens

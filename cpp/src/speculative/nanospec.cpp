@@ -158,6 +158,19 @@ void nanospec::observe(const verify_outcome& v, std::vector<int32_t>* staged, ge
     n_past_ += v.n_accepted + 1;
 }
 
+int nanospec::copyable_rows(const nanospec& from, int n) const {
+    if (deferred_ || from.deferred_ || !from.running_ || !from.with_topk_ || from.k_ != k_) return 0;
+    return std::min({n, from.n_past_, int(from.topk_.size() / size_t(k_))});
+}
+
+void nanospec::copy_prefix(const nanospec& from, int n) {
+    nanospec_prefix& kept = *kept_;
+    const int rows = copyable_rows(from, n);
+    kept.topk.assign(from.topk_.begin(), from.topk_.begin() + size_t(rows) * size_t(k_));
+    kept.hidden.clear();
+    kept.hidden_rows = 0;
+}
+
 void nanospec::end() {
     if (!running_) return;
     running_ = false;

@@ -58,6 +58,11 @@ public:
     void observe(const verify_outcome& v, std::vector<int32_t>* staged, generation_stats& stats);
     // The request ends: the slot's prefix state keeps what covers its committed prompt rows. Idempotent.
     void end();
+    // Prefix reuse across slots: of the first n committed rows of `from`'s running request, those whose
+    // top-k it holds (not deferred: a deferred state reuses copied rows as they are, prefix_state);
+    // copy_prefix() makes them this slot's prefix state, as if its last request had left them.
+    int copyable_rows(const nanospec& from, int n) const;
+    void copy_prefix(const nanospec& from, int n);
 
 private:
     void top_k_rows(const float* hidden, int n, int row0, generation_stats& stats);

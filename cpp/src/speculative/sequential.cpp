@@ -144,6 +144,25 @@ int sequential_speculator::draft_rows_behind(const std::vector<int32_t>& history
     return batched_ ? batched_->rows_behind(history) : 0;  // drafting alone is priced per token instead
 }
 
+int sequential_speculator::copyable_rows(const speculator& from, int n) const {
+    const auto* other = dynamic_cast<const sequential_speculator*>(&from);
+    if (!other || !nanospec_ || !other->nanospec_) return 0;
+    return nanospec_->copyable_rows(*other->nanospec_, n);
+}
+
+void sequential_speculator::copy_prefix(const speculator& from, int n, const std::vector<int32_t>& tokens) {
+    const auto* other = dynamic_cast<const sequential_speculator*>(&from);
+    if (!other) return;
+    if (nanospec_ && other->nanospec_) nanospec_->copy_prefix(*other->nanospec_, n);
+    // The draft model's rows of the copied prefix, as far as the other slot's draft cache holds them.
+    if (batched_ && other->batched_) {
+        // (none when the other has not drafted yet: its cache may not even be allocated)
+        const int m = std::min(n, other->batched_->rows_cached(tokens));
+        if (m > 0) batch_->cache().copy_prefix(other->batched_->seq(), batched_->seq(), m);
+        batched_->replace_cached(tokens.data(), m);
+    }
+}
+
 void sequential_speculator::end() {
     if (nanospec_) nanospec_->end();
 }

@@ -32,6 +32,8 @@ public:
                  generation_stats& stats) override;
     void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override;
     int draft_rows_behind(const std::vector<int32_t>& history) const override;
+    int copyable_rows(const speculator& from, int n) const override;
+    void copy_prefix(const speculator& from, int n, const std::vector<int32_t>& tokens) override;
 
     // deferred_seed (nanospec::seed_waiting), with defer_seed set; |S| of the drafter's head.
     int waiting_prompt_rows() const override;

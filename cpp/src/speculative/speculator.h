@@ -136,6 +136,14 @@ public:
     // batch policy left without a draft, or the prompt after admission): its next first draft forward
     // carries them, and the policy prices them (engine/draft_policy.h). 0: none, or no draft model.
     virtual int draft_rows_behind(const std::vector<int32_t>& history) const { return 0; }
+    // Prefix reuse across slots (engine/scheduler.cpp): the engine copies the first n committed rows of
+    // the request running in another slot, whose speculator is `from` (built with the same parameters),
+    // into this idle slot. copyable_rows(): how many of them this speculator can take up with their
+    // share of what `from` holds (NanoSpec's top-k rows); 0 leaves the slot's prefix state to say
+    // (prefix_state::reusable_rows with copied rows). copy_prefix(from, n, tokens): takes them up, tokens
+    // being the new request's history (its first n are the rows copied), before begin().
+    virtual int copyable_rows(const speculator& /*from*/, int /*n*/) const { return 0; }
+    virtual void copy_prefix(const speculator& /*from*/, int /*n*/, const std::vector<int32_t>& /*tokens*/) {}
     // The request ends (finished or cancelled). Idempotent.
     virtual void end() {}
 };

@@ -109,6 +109,8 @@ public:
     // The rows of ctx before its last that keep_prefix(ctx) would leave to forward (it forgets nothing).
     int rows_behind(const std::vector<int32_t>& ctx) const;
     void forwarded(const int32_t* tokens, int n) { cached_.insert(cached_.end(), tokens, tokens + n); }
+    // The cache's rows now hold tokens[0..n) (copied in from another sequence), nothing after them.
+    void replace_cached(const int32_t* tokens, int n) { cached_.assign(tokens, tokens + n); }
     // q = the processed distribution of the head's logits [n_logits()] after context ctx (as draft()).
     void process(const float* logits, const sampling_params& sp, const std::vector<int32_t>& ctx, token_dist& q) {
         processor_.process(logits, ids(), n_logits(), sp, ctx.data(), ctx.size(), q);
