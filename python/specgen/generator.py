@@ -152,7 +152,9 @@ class Generator:
 
     Every range, default and message comes from the engine's parameter table
     (``specgen._core.param_specs()``): a keyword left at None takes the table's default;
-    ``n_threads`` None or 0 means automatic, ``seed`` None or -1 a fresh random seed.
+    ``n_threads`` None or 0 means automatic, ``seed`` None or -1 a fresh random seed. With a draft
+    model, ``n_threads_draft`` runs its forwards on that many of the ``n_threads`` threads (llama.cpp's
+    ``-td``; unset: all of them).
 
     SSD / Saguaro (``ssd=True``, needs ``draft="self"`` or a draft model): the drafter runs on its own
     ``n_threads_draft`` threads while the target verifies (unset: ``n_threads`` is split, half for
