@@ -59,6 +59,18 @@ def client(server):
 MODEL = "gemma3-270m"
 
 
+def test_usage_reports_the_cached_prompt_tokens(client):
+    """usage.prompt_tokens_details.cached_tokens (OpenAI's field, as llama-server fills it): a chat's next
+    turn re-sends its history, and the rows the slot kept are not computed again."""
+    messages = [{"role": "user", "content": "Name three colours of the rainbow."}]
+    first = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=12, temperature=0)
+    messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": "And three more?"}]
+    second = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=12, temperature=0)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    assert first.usage.prompt_tokens <= cached < second.usage.prompt_tokens, (first.usage, second.usage)
+
+
 def test_models_and_health(server, client):
     assert [m.id for m in client.models.list().data] == [MODEL]
     r = httpx.get(server.url + "/health")

@@ -63,9 +63,12 @@ def test_completion_as_the_web_ui_sends_it(server, gen, served_name):
     assert d["tokens_predicted"] == 8 and d["tokens_evaluated"] == len(gen.tokenize(PROMPT))
     assert d["model"] == served_name and d["generation_settings"]["n_ctx"] == N_CTX
     t = d["timings"]
-    assert set(t) == {"prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n",
-                      "predicted_ms", "predicted_per_token_ms", "predicted_per_second"}
+    base = {"cache_n", "prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n",
+            "predicted_ms", "predicted_per_token_ms", "predicted_per_second"}
+    assert set(t) in (base, base | {"draft_n", "draft_n_accepted"})  # llama-server adds them when it drafted
     assert t["predicted_n"] == 8 and t["prompt_n"] + d["tokens_cached"] == d["tokens_evaluated"]
+    assert t["cache_n"] == d["tokens_cached"]
+    assert t.get("draft_n", 0) >= t.get("draft_n_accepted", 0) >= 0
     assert all(v >= 0 for v in t.values())
     assert t["predicted_per_second"] == pytest.approx(1e3 * t["predicted_n"] / t["predicted_ms"])
 

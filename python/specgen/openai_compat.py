@@ -121,12 +121,15 @@ def chat_prompt_tokens(generator, template, messages: List[Dict[str, Any]]) -> L
 
 
 def usage(stats: Dict[str, Any], n_prompt: int, n_completion: int) -> Dict[str, Any]:
-    """OpenAI's usage plus ``speculation``: the engine's draft/accept counts (vLLM's spec_decode names)."""
+    """OpenAI's usage (``prompt_tokens_details.cached_tokens``: the prompt tokens whose rows the slot's
+    cache held, as llama-server and vLLM report them) plus ``speculation``: the engine's draft/accept
+    counts (vLLM's spec_decode names)."""
     drafted_at = list(stats.get("drafted_at", []))
     return {
         "prompt_tokens": n_prompt,
         "completion_tokens": n_completion,
         "total_tokens": n_prompt + n_completion,
+        "prompt_tokens_details": {"cached_tokens": min(n_prompt, int(stats.get("n_prompt_tokens_cached", 0)))},
         "speculation": {
             "num_drafts": int(drafted_at[0]) if drafted_at else 0,
             "num_draft_tokens": int(stats.get("n_drafted", 0)),

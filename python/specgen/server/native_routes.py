@@ -129,8 +129,9 @@ def generation_settings(state, params: Optional[Dict[str, Any]] = None) -> Dict[
 
 
 def timings(stats: Dict[str, Any]) -> Dict[str, float]:
-    """llama-server's timings from the engine's statistics: prompt_n counts the prompt tokens computed
-    (not those reused from the slot's cache), predicted_n the generated tokens. The prompt's last token
+    """llama-server's timings from the engine's statistics: cache_n counts the prompt tokens reused from the
+    slot's cache, prompt_n those computed, predicted_n the generated tokens; draft_n / draft_n_accepted
+    the drafted and accepted tokens, when any was drafted. The prompt's last token
     runs with the first generated one, so a prompt the cache held but for that token computed no prefill
     rows: its per-token and per-second prompt figures are 0, not a division by next to no time."""
     prompt_n = int(stats.get("n_prompt_tokens", 0)) - int(stats.get("n_prompt_tokens_cached", 0))
@@ -145,10 +146,14 @@ def timings(stats: Dict[str, Any]) -> Dict[str, float]:
         return 1e3 * n / ms if ms > 0 and n > 0 else 0.0
 
     rated_n = prompt_n if prompt_n > 1 else 0
-    return {"prompt_n": prompt_n, "prompt_ms": prompt_ms, "prompt_per_token_ms": per_token(prompt_ms, rated_n),
-            "prompt_per_second": per_second(prompt_ms, rated_n), "predicted_n": predicted_n,
-            "predicted_ms": predicted_ms, "predicted_per_token_ms": per_token(predicted_ms, predicted_n),
-            "predicted_per_second": per_second(predicted_ms, predicted_n)}
+    out = {"cache_n": int(stats.get("n_prompt_tokens_cached", 0)), "prompt_n": prompt_n, "prompt_ms": prompt_ms,
+           "prompt_per_token_ms": per_token(prompt_ms, rated_n), "prompt_per_second": per_second(prompt_ms, rated_n),
+           "predicted_n": predicted_n, "predicted_ms": predicted_ms,
+           "predicted_per_token_ms": per_token(predicted_ms, predicted_n),
+           "predicted_per_second": per_second(predicted_ms, predicted_n)}
+    if int(stats.get("n_drafted", 0)) > 0:  # as llama-server: only when something was drafted
+        out.update(draft_n=int(stats["n_drafted"]), draft_n_accepted=int(stats.get("n_accepted", 0)))
+    return out
 
 
 def _final(state, body: NativeCompletionRequest, params: Dict[str, Any], handle, content: str,
