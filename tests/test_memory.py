@@ -107,12 +107,17 @@ def test_kv_cache_memory_follows_the_context_in_use(model_path):
     assert m["grown"] < budget, f"RSS grew by {m['grown'] / 2**20:.0f} MiB, budget {budget / 2**20:.0f} MiB ({m})"
 
 
-def _overcommits_always() -> bool:
+def _overcommit_mode() -> str:
+    """vm.overcommit_memory ("0" heuristic, "1" always, "2" never), "" where unknown."""
     try:
         with open("/proc/sys/vm/overcommit_memory") as f:
-            return f.read().strip() == "1"
+            return f.read().strip()
     except OSError:
-        return False
+        return ""
+
+
+def _overcommits_always() -> bool:
+    return _overcommit_mode() == "1"
 
 
 @pytest.mark.skipif(_overcommits_always(), reason="vm.overcommit_memory=1 maps any size: nothing fails at load")
@@ -137,10 +142,9 @@ def _cache_beyond_available_memory(model_path):
 
     try:
         mem = _meminfo()
-        mode = open("/proc/sys/vm/overcommit_memory").read().strip()
     except OSError:
         pytest.skip("no /proc/meminfo")
-    if mode == "2":
+    if _overcommit_mode() == "2":
         pytest.skip("vm.overcommit_memory=2 refuses what it cannot back")
     ceiling = mem["MemTotal"] + mem.get("SwapFree", 0)
     if ceiling - mem["MemAvailable"] < 0.02 * ceiling:

@@ -47,8 +47,24 @@ for line in sys.stdin:
 """
 
 
-def main() -> int:
+def start_workers(build_args, worker: str, arg: str, tool: str) -> dict:
+    """One worker process per NAME=DIR of --builds, running `worker` (Python source) with `arg` and
+    PYTHONPATH=DIR; each prints {"ready": true} once loaded. Returns {name: Popen}, in --builds order."""
+    builds = [b.split("=", 1) for b in build_args]
+    if any(len(b) != 2 for b in builds):
+        raise SystemExit(f"{tool}: --builds takes NAME=DIR")
     here = os.path.dirname(os.path.abspath(__file__))
+    workers = {}
+    for name, path in builds:
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(path))
+        workers[name] = subprocess.Popen([sys.executable, "-c", worker, arg], cwd=here, env=env, text=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        if not json.loads(workers[name].stdout.readline()).get("ready"):
+            raise SystemExit(f"{tool}: worker {name} did not start")
+    return workers
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--builds", nargs="+", required=True, help="NAME=DIR, DIR holding the specgen package")
     ap.add_argument("-m", "--model", required=True)
@@ -60,19 +76,11 @@ def main() -> int:
     ap.add_argument("-n", "--max-tokens", type=int, default=128)
     ap.add_argument("-t", "--threads", type=int, default=2)
     a = ap.parse_args()
-    builds = [b.split("=", 1) for b in a.builds]
-    if any(len(b) != 2 for b in builds):
-        raise SystemExit("bench_builds: --builds takes NAME=DIR")
     configs = [c.split("@")[0] for c in a.configs.split(",")]
-    workers = {}
-    for name, path in builds:
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(path))
-        arg = json.dumps([a.model, a.draft_model, a.configs, a.threads, a.n_prompts, KEYS])
-        workers[name] = subprocess.Popen([sys.executable, "-c", WORKER, arg], cwd=here, env=env, text=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        if not json.loads(workers[name].stdout.readline()).get("ready"):
-            raise SystemExit(f"bench_builds: worker {name} did not start")
-    jobs = [(b, c) for b, _ in builds for c in configs]
+    arg = json.dumps([a.model, a.draft_model, a.configs, a.threads, a.n_prompts, KEYS])
+    workers = start_workers(a.builds, WORKER, arg, "bench_builds")
+    builds = list(workers)
+    jobs = [(b, c) for b in builds for c in configs]
     total = {j: dict.fromkeys(KEYS, 0.0) for j in jobs}
     per_prompt = {j: [[0.0, 0.0] for _ in range(a.n_prompts)] for j in jobs}  # tokens, seconds
     for r in range(a.rounds):
@@ -94,8 +102,8 @@ def main() -> int:
     def tps(job):
         return total[job]["n_generated"] / total[job]["decode_seconds"]
 
-    first_build, first_config = builds[0][0], configs[0]
-    for b, _ in builds:
+    first_build, first_config = builds[0], configs[0]
+    for b in builds:
         for c in configs:
             t = total[(b, c)]
             rounds = t["n_rounds"] or t["n_generated"]

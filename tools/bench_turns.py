@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from collections import defaultdict
+
+from bench_builds import start_workers
 
 FOLLOW_UPS = ["Now add type hints and a docstring.", "Write two unit tests for it."]
 
@@ -59,19 +59,9 @@ def main() -> int:
     ap.add_argument("-n", "--max-tokens", type=int, default=96)
     ap.add_argument("-t", "--threads", type=int, default=2)
     a = ap.parse_args()
-    builds = [b.split("=", 1) for b in a.builds]
-    if any(len(b) != 2 for b in builds):
-        raise SystemExit("bench_turns: --builds takes NAME=DIR")
-    here = os.path.dirname(os.path.abspath(__file__))
-    workers = {}
-    for name, path in builds:
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(path))
-        arg = json.dumps([a.model, a.draft_model, a.threads, a.max_tokens, FOLLOW_UPS])
-        workers[name] = subprocess.Popen([sys.executable, "-c", WORKER, arg], cwd=here, env=env, text=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        if not json.loads(workers[name].stdout.readline()).get("ready"):
-            raise SystemExit(f"bench_turns: worker {name} did not start")
-    jobs = [(b, c) for b, _ in builds for c in ("plain", "draft")]
+    arg = json.dumps([a.model, a.draft_model, a.threads, a.max_tokens, FOLLOW_UPS])
+    workers = start_workers(a.builds, WORKER, arg, "bench_turns")
+    jobs = [(b, c) for b in workers for c in ("plain", "draft")]
     sums = defaultdict(lambda: defaultdict(float))
     for i, p in enumerate(int(x) for x in a.prompts.split(",")):
         for b, c in jobs[i % len(jobs):] + jobs[:i % len(jobs)]:

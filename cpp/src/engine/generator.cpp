@@ -17,6 +17,14 @@
 namespace specgen {
 
 namespace {
+constexpr const char* kCacheAdvice = "lower n_ctx or n_parallel, or store it as f16 / q8_0";
+
+std::string gib(size_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(1ull << 30));
+    return text;
+}
+
 int default_threads() {
     unsigned hw = std::thread::hardware_concurrency();
     return int(std::max(1u, std::min(hw ? hw : 1u, 8u)));
@@ -48,12 +56,7 @@ generator::generator(const generator_params& params) : params_(params), verifier
     try {
         cache_->allocate(*backend_);  // now, so that a cache too large for the device fails at load
     } catch (const std::bad_alloc&) {
-        char size[32];
-        std::snprintf(size, sizeof size, "%.1f GiB", double(cache_->bytes()) / double(1ull << 30));
-        throw invalid_argument_error("the KV cache for " + std::to_string(params_.n_ctx) + " tokens x " +
-                                     std::to_string(params_.n_parallel) + " sequences (" + kv_type_name(params_.type_k) +
-                                     " keys, " + kv_type_name(params_.type_v) + " values: " + size +
-                                     ") does not fit in memory; lower n_ctx or n_parallel, or store it as f16 / q8_0");
+        throw invalid_argument_error(describe_cache() + " does not fit in memory; " + kCacheAdvice);
     }
     warn_if_cache_exceeds_memory();
     verifier_ = verifier(model_->hp().n_vocab);
@@ -74,13 +77,14 @@ void generator::warn_if_cache_exceeds_memory() {
     // agreed to map may still be more than the machine holds: say so now rather than die at run time.
     const size_t available = backend_->host_memory() ? available_host_memory() : 0;
     if (available == 0 || cache_->bytes() <= available) return;
-    char text[320];
-    std::snprintf(text, sizeof text,
-                  "the KV cache for %d tokens x %d sequences (%.1f GiB) is more than the memory available now "
-                  "(%.1f GiB): requests that fill it will run out of memory; lower n_ctx or n_parallel, or store it as f16 / q8_0",
-                  int(params_.n_ctx), int(params_.n_parallel), double(cache_->bytes()) / double(1ull << 30),
-                  double(available) / double(1ull << 30));
-    load_warnings_.push_back(text);
+    load_warnings_.push_back(describe_cache() + " is more than the memory available now (" + gib(available) +
+                             "): requests that fill it will run out of memory; " + kCacheAdvice);
+}
+
+std::string generator::describe_cache() const {
+    return "the KV cache for " + std::to_string(params_.n_ctx) + " tokens x " + std::to_string(params_.n_parallel) +
+           " sequences (" + kv_type_name(params_.type_k) + " keys, " + kv_type_name(params_.type_v) +
+           " values: " + gib(cache_->bytes()) + ")";
 }
 
 std::vector<int32_t> generator::seed_ids() const { return head_->seed_ids(); }

@@ -84,6 +84,8 @@ public:
 
 private:
     void warn_if_cache_exceeds_memory();
+    // "the KV cache for N tokens x P sequences (types: size)", for the load's error and warning.
+    std::string describe_cache() const;
 
     generator_params params_;
     std::shared_ptr<const gguf_file> file_;

@@ -163,12 +163,13 @@ void scheduler::pick_slot(sequence* r) {
     if (src) {
         // The chosen slot's speculator may take up its share of the rows from the other's (NanoSpec's
         // top-k, a draft model's rows); otherwise its prefix state says what copied rows it can reuse.
-        const int taken = best->spec && src->spec ? best->spec->copyable_rows(*src->spec, src_lcp) : 0;
+        const bool speculating = best->spec && src->spec;
+        const int taken = speculating ? best->spec->copyable_rows(*src->spec, src_lcp) : 0;
         const int usable = std::max(taken, best->reusable_rows(src_lcp, true, n_sequences));
         if (usable > best_lcp) {
             target_.cache.copy_prefix(src->index, best->index, usable);
             best->cached.assign(r->history().begin(), r->history().begin() + usable);
-            if (best->spec && src->spec) best->spec->copy_prefix(*src->spec, usable, r->history());
+            if (speculating) best->spec->copy_prefix(*src->spec, usable, r->history());
             best_lcp = usable;
         }
     }
