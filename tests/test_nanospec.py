@@ -354,3 +354,32 @@ def test_a_chats_next_turn_reuses_the_answers_rows(model_path):
     finally:
         g.close()
         plain.close()
+
+
+def test_a_reused_row_whose_top_k_never_ran_seeds_nothing(model_path, gen, seed_ids):
+    """The slot keeps a top-k for every prompt row, but only the last 64 of a prompt have one computed.
+    A later request that reuses rows before those (a shorter prompt sharing their prefix) seeds S from
+    the prompt ids and the top-k of the rows it computes: the rows without one add nothing (they once
+    added id 0, a token no row proposed)."""
+    text = " ".join(f"Chapter {i} tells of the {w} and the harbour it sheltered." for i, w in
+                    enumerate(["river", "mill", "bridge", "market", "tower", "ferry", "church", "quay", "forge",
+                               "school", "granary", "lighthouse", "abbey", "canal", "shipyard"]))
+    first = gen.tokenize(text)
+    assert len(first) > 150
+    g = specgen.Generator(model_path, n_threads=1, n_ctx=512, draft="self", nanospec=True, nanospec_topk=3)
+    try:
+        g.generate(first, max_tokens=0)
+        # The first request computed the top-k of rows >= len(first) - 1 - 64 only.
+        second = first[:100] + gen.tokenize(" Then the river froze, and the town walked across it to the far bank.",
+                                            add_bos=False)
+        stats = g.generate(second, max_tokens=0).stats
+    finally:
+        g.close()
+    cached = stats["n_prompt_tokens_cached"]
+    rows = len(second) - 1                     # the prompt rows the prefill forwards
+    seeded_from = max(0, rows - 64)
+    assert seeded_from < cached < len(first) - 1 - 64, (seeded_from, cached)  # reused rows without a top-k
+    topk = _seed_topk(gen, seed_ids, second, 3)
+    expected = set(second) | {int(t) for t in topk[cached:rows].ravel()}
+    assert 0 not in expected
+    assert stats["vocab_set_size"] == len(expected)

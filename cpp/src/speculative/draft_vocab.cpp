@@ -93,7 +93,8 @@ int draft_vocab::add(const int32_t* ids, int64_t n) {
 void draft_vocab::seed(const int32_t* prompt, int64_t n_prompt, const int32_t* topk, int64_t n_rows) {
     add(prompt, n_prompt);
     for (int rank = 0; rank < top_k_; ++rank)
-        for (int64_t r = 0; r < n_rows; ++r) add(topk[r * top_k_ + rank]);
+        for (int64_t r = 0; r < n_rows; ++r)
+            if (const int32_t id = topk[r * top_k_ + rank]; id >= 0) add(id);
 }
 
 void draft_vocab::growth_order(const int32_t* topk, int k, int64_t n_rows, const int32_t* emitted, int64_t n_emitted,

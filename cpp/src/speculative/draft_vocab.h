@@ -67,7 +67,8 @@ public:
     int add(const int32_t* ids, int64_t n);
 
     // Prefill: prompt ids, then the top-k of each computed prompt row, rank by rank.
-    //   topk: [n_rows, top_k()] ids, best first (from top_ids).
+    //   topk: [n_rows, top_k()] ids, best first (from top_ids); negative ids (a row whose top-k never
+    //   ran: nanospec::kNotComputed) are skipped.
     void seed(const int32_t* prompt, int64_t n_prompt, const int32_t* topk, int64_t n_rows);
     // After a verification that emitted `emitted` ([n_emitted]: x_1..x_k, y) from `drafted`
     // ([n_drafted]: x_1..x_g); topk: [n_rows, top_k()] ids of the target rows on the emitted path.

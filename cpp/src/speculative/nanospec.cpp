@@ -75,7 +75,7 @@ void nanospec::begin(const std::vector<int32_t>& prompt, int n_cached, int n_seq
                  !(deferred_ && (n_sequences > 1 || kept.topk_rows() + kept.hidden_rows < n_cached));
     topk_.clear();
     if (!with_topk_) return;
-    topk_.assign(size_t(prompt_rows_) * k_, 0);
+    topk_.assign(size_t(prompt_rows_) * k_, kNotComputed);
     // The cached rows may extend past the top-k rows the previous request kept (its generated tokens).
     const size_t n = std::min({kept.topk.size(), size_t(n_cached) * k_, topk_.size()});
     std::copy(kept.topk.begin(), kept.topk.begin() + n, topk_.begin());

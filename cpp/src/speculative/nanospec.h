@@ -35,6 +35,9 @@ public:
     // The last prompt rows whose top-k seeds S: the full 262k-row head over every prompt row would cost
     // more than the prefill's layers (docs/ALGORITHMS.md section 3).
     static constexpr int kSeedRows = 64;
+    // The top-k of a prompt row whose top-k never ran (before the last kSeedRows rows): kept with the
+    // slot's rows like the others, and skipped when a later request that reuses the row seeds S.
+    static constexpr int32_t kNotComputed = -1;
 
     // S: a growing set (draft_vocab::grows()), owned by the caller. head: the target's head service (null:
     // S starts from the prompt ids alone). prefix: the slot's prefix state holder, where this puts its
@@ -80,7 +83,7 @@ private:
     bool with_topk_ = false;          // it seeds S from the target's top-k
     int prompt_rows_ = 0;             // rows the prefill forwards: the prompt without its pending token
     int n_past_ = 0;                  // rows in the slot's cache: the prompt's, then each round's committed ones
-    std::vector<int32_t> topk_;       // [rows, k] the target's top-k ids: the prompt's (never computed: 0), then the rounds' committed rows'
+    std::vector<int32_t> topk_;       // [rows, k] the target's top-k ids: the prompt's (never computed: kNotComputed), then the rounds' committed rows'
     std::vector<float> waiting_;      // [rows, n_embd] hidden states of prompt rows whose top-k waits
     int waiting_row0_ = 0;            // from this row on (contiguous)
     std::vector<int32_t> scratch_, emitted_;
