@@ -333,6 +333,27 @@ def test_nanospec_greedy_batched_output_is_plain_output(files, plain):
         assert sum(r.stats.n_accepted for r in got) > 0
 
 
+
+@pytest.mark.parametrize("nanospec", [False, True])
+def test_a_busy_slots_prefix_is_copied_with_the_heads_rows(files, plain, nanospec):
+    """A request that shares a long prefix with one decoding in another slot copies that slot's KV rows
+    (prefix reuse across slots) with the head's rows for them (and NanoSpec's top-k), so it prefills only
+    the rest; both keep plain decoding's tokens. Before, the head's rows were not copied and the whole
+    prompt was prefilled again."""
+    with specgen.Generator(files["target"], n_ctx=256, n_threads=1, draft_head=files["reduced"], draft_max=4,
+                           nanospec=nanospec, draft_p_min=0, n_parallel=2, batch_draft_policy=False) as g:
+        shared = g.tokenize(" ".join(PROMPTS * 4))
+        a_ids = shared + g.tokenize(" the cat", add_bos=False)
+        b_ids = shared + g.tokenize(" a stone", add_bos=False)
+        a = g.generate(a_ids, max_tokens=40, temperature=0, ignore_eos=True, stream=True)
+        next(a)  # a decodes: its prompt rows are committed in its slot
+        b = g.generate(b_ids, max_tokens=16, temperature=0, ignore_eos=True)
+        a.wait()
+        assert b.stats.n_prompt_tokens_cached >= len(shared) - 2, (b.stats.n_prompt_tokens_cached, len(shared))
+        assert b.stats.n_drafted > 0
+        assert b.tokens == plain.generate(b_ids, max_tokens=16, temperature=0, ignore_eos=True).tokens
+        assert a.tokens == plain.generate(a_ids, max_tokens=40, temperature=0, ignore_eos=True).tokens
+
 @pytest.mark.parametrize("variant", ["reduced", "shared"])
 def test_nanospec_seed_keeps_the_heads_ids(files, plain, variant):
     """After the prompt and one round, S is NanoSpec's seed (the prompt ids, the target's top-16 at every prompt

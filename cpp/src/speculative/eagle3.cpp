@@ -187,6 +187,26 @@ void eagle3_speculator::observe(const verify_outcome& v, step_context&, generati
     write_context_rows(stats);
 }
 
+int eagle3_speculator::copyable_rows(const speculator& from, int n) const {
+    const auto* other = dynamic_cast<const eagle3_speculator*>(&from);
+    if (!other || deferred_ || other->deferred_ || other->head_ != head_) return 0;
+    const int rows = std::min(n - 1, other->n_rows_);
+    if (!nanospec_) return std::max(0, rows);
+    return other->nanospec_ ? std::max(0, std::min(rows, nanospec_->copyable_rows(*other->nanospec_, n))) : 0;
+}
+
+void eagle3_speculator::copy_prefix(const speculator& from, int n, const std::vector<int32_t>& tokens) {
+    const auto* other = dynamic_cast<const eagle3_speculator*>(&from);
+    if (!other || n <= 0 || n > other->n_rows_) return;
+    if (nanospec_ && other->nanospec_) nanospec_->copy_prefix(*other->nanospec_, n);
+    cache_.allocate(eval_.be());  // a slot that never drafted has not allocated its rows yet
+    cache_.copy_rows_from(other->cache_, 0, 0, 0, n);
+    tokens_.assign(tokens.begin(), tokens.begin() + std::min<size_t>(tokens.size(), size_t(n) + 1));
+    n_rows_ = n;
+    g_.clear();
+    prefix_->rows = n_rows_;
+}
+
 void eagle3_speculator::end() {
     if (nanospec_) nanospec_->end();
 }

@@ -50,6 +50,10 @@ public:
     void propose(const std::vector<int32_t>& history, int max_n, const step_context& step, rng& gen, proposal& out,
                  generation_stats& stats) override;
     void observe(const verify_outcome& v, step_context& step, generation_stats& stats) override;
+    // Prefix reuse across slots: the head rows `from` has written for the shared prefix (row P reads
+    // t_{P+1}: at most n - 1), and NanoSpec's top-k of them; never for a deferred head (auto's).
+    int copyable_rows(const speculator& from, int n) const override;
+    void copy_prefix(const speculator& from, int n, const std::vector<int32_t>& tokens) override;
     void end() override;
 
     // Head rows already written: positions [0, rows) hold context rows of the current history.

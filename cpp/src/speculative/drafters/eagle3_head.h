@@ -71,6 +71,7 @@ public:
     static constexpr int kChunk = 128;  // most rows per forward()
 
     eagle3_evaluator(const eagle3_head& head, backend& be);
+    backend& be() { return be_; }
 
     // g = fc(features) (after enc.output_norm with norm_before_fc).  features: backend memory
     // [n, 3 H_t] as evaluator::features() leaves them; g: host memory [n, H].
