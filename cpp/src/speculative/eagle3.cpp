@@ -195,13 +195,13 @@ int eagle3_speculator::copyable_rows(const speculator& from, int n) const {
     return other->nanospec_ ? std::max(0, std::min(rows, nanospec_->copyable_rows(*other->nanospec_, n))) : 0;
 }
 
-void eagle3_speculator::copy_prefix(const speculator& from, int n, const std::vector<int32_t>& tokens) {
+void eagle3_speculator::copy_prefix(const speculator& from, int n, const std::vector<int32_t>&) {
     const auto* other = dynamic_cast<const eagle3_speculator*>(&from);
     if (!other || n <= 0 || n > other->n_rows_) return;
     if (nanospec_ && other->nanospec_) nanospec_->copy_prefix(*other->nanospec_, n);
     cache_.allocate(eval_.be());  // a slot that never drafted has not allocated its rows yet
     cache_.copy_rows_from(other->cache_, 0, 0, 0, n);
-    tokens_.assign(tokens.begin(), tokens.begin() + std::min<size_t>(tokens.size(), size_t(n) + 1));
+    // Rows 0..n-1 read the shared tokens 1..n; begin() takes the request's history as tokens_.
     n_rows_ = n;
     g_.clear();
     prefix_->rows = n_rows_;
