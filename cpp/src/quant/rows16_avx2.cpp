@@ -41,6 +41,15 @@ inline __m256i broadcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// Ends a chain of integer adds here, for tiles of several tokens: GCC otherwise reassociates a
+// sub-block's 8 x NT maddubs results into a tree, computing them all first and spilling most of them
+// to the stack (a store and a load per product). The sums are exact integers, so the order changes no
+// result, only the code. One token keeps the compiler's schedule (it has registers for the tree).
+template <int NT>
+inline void keep_order(__m256i& v) {
+    if constexpr (NT > 1) asm("" : "+x"(v));
+}
+
 // 8 fp16 values (one per row of a half) as floats.
 inline __m256 load_halfs(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -148,7 +157,7 @@ struct kernel_nibbles {
             for (int j = j0; j < j0 + 4; ++j) {
                 const __m256i w = weights(rec, h, j);
                 for (int t = 0; t < NT; ++t)
-                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 4 * j)));
+                    keep_order<NT>(s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 4 * j))));
             }
             for (int t = 0; t < NT; ++t) p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(s16[t], ones));
         }
@@ -162,7 +171,7 @@ struct kernel_q4_5_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = FIFTH_BIT ? kRows16Q5kRecord : kRows16Q4kRecord;
     static constexpr bool prefetches_records = true;
-    static constexpr int max_tile = 4;
+    static constexpr int max_tile = 6;  // a draft_max 4-5 verification in one tile; more tokens spill the sums (docs/bench)
     using prep = rows16_prep_q4_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
         rows16_prepare_q4_k(nb, X, xs, n_tok, P);
@@ -197,7 +206,7 @@ struct kernel_q4_5_k {
                     w = _mm256_add_epi8(w, _mm256_and_si256(expand_bits32(uint32_t(m >> (32 * h))), _mm256_set1_epi8(16)));
                 }
                 for (int t = 0; t < NT; ++t)
-                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j)));
+                    keep_order<NT>(s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j))));
                 if (FIFTH_BIT && j == 3)
                     for (int t = 0; t < NT; ++t) {
                         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
