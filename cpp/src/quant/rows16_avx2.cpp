@@ -171,9 +171,10 @@ struct kernel_q4_5_k {
     static constexpr int block_elems = QK_K;
     static constexpr size_t record_bytes = FIFTH_BIT ? kRows16Q5kRecord : kRows16Q4kRecord;
     static constexpr bool prefetches_records = true;
-    // A draft_max 4-5 verification in one tile; a cap of 8 spilled the sums in the inner loop again
-    // (docs/bench/rows16-avx2-tiles-2026-12-06.md).
-    static constexpr int max_tile = 6;
+    // Q4_K: a draft_max 4-5 verification in one tile; a cap of 8 spilled the sums in the inner loop
+    // again (docs/bench/rows16-avx2-tiles-2026-12-06.md). Q5_K, whose fifth bits take more registers,
+    // keeps its measured 4.
+    static constexpr int max_tile = FIFTH_BIT ? 4 : 6;
     using prep = rows16_prep_q4_k;
     static void prepare(int64_t nb, const uint8_t* X, size_t xs, int n_tok, prep* P) {
         rows16_prepare_q4_k(nb, X, xs, n_tok, P);
