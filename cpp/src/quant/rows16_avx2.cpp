@@ -41,13 +41,14 @@ inline __m256i broadcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// Ends a chain of integer adds here, for tiles of several tokens: GCC otherwise reassociates a
-// sub-block's 8 x NT maddubs results into a tree, computing them all first and spilling most of them
-// to the stack (a store and a load per product). The sums are exact integers, so the order changes no
-// result, only the code. One token keeps the compiler's schedule (it has registers for the tree).
+// Ends a chain of integer adds here, for tiles of several tokens (the empty asm of
+// quantize_act_avx2.cpp, here against reassociation): GCC otherwise turns a sub-block's 8 x NT maddubs
+// results into a tree, computing them all first and spilling most of them to the stack. The sums are
+// exact integers, so the order changes no result, only the code. One token keeps the compiler's
+// schedule (pinning it measured 0.96x plain decoding: docs/bench/rows16-avx2-tiles-2026-12-06.md).
 template <int NT>
 inline void keep_order(__m256i& v) {
-    if constexpr (NT > 1) asm("" : "+x"(v));
+    if constexpr (NT > 1) __asm__("" : "+x"(v));
 }
 
 // 8 fp16 values (one per row of a half) as floats.
@@ -156,8 +157,10 @@ struct kernel_nibbles {
             for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
             for (int j = j0; j < j0 + 4; ++j) {
                 const __m256i w = weights(rec, h, j);
-                for (int t = 0; t < NT; ++t)
-                    keep_order<NT>(s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 4 * j))));
+                for (int t = 0; t < NT; ++t) {
+                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 4 * j)));
+                    keep_order<NT>(s16[t]);
+                }
             }
             for (int t = 0; t < NT; ++t) p[t] = _mm256_add_epi32(p[t], _mm256_madd_epi16(s16[t], ones));
         }
@@ -208,8 +211,10 @@ struct kernel_q4_5_k {
                     std::memcpy(&m, rec + kRows16Q4kRecord + 8 * (8 * s + j), 8);
                     w = _mm256_add_epi8(w, _mm256_and_si256(expand_bits32(uint32_t(m >> (32 * h))), _mm256_set1_epi8(16)));
                 }
-                for (int t = 0; t < NT; ++t)
-                    keep_order<NT>(s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j))));
+                for (int t = 0; t < NT; ++t) {
+                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j)));
+                    keep_order<NT>(s16[t]);
+                }
                 if (FIFTH_BIT && j == 3)
                     for (int t = 0; t < NT; ++t) {
                         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
