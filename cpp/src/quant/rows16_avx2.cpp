@@ -258,10 +258,47 @@ struct kernel_q6_k {
         return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 32 + 16 * s + kHalf * h)));
     }
 
+    // Sub-block s = 4g + K of half h, its weight vectors: K is a template argument, so the shifts that
+    // place its nibbles and top bits are constants and the loop over a block has no branch.
+    template <int K>
+    static void weights(const uint8_t* ql, const uint8_t* qh, int g, __m256i w[4]) {
+        const __m256i lo4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+        for (int j = 0; j < 4; ++j) {
+            __m256i lo = load32(ql + 64 * (4 * (2 * g + K / 2) + j));
+            if constexpr (K % 2) lo = _mm256_srli_epi16(lo, 4);
+            __m256i hi = load32(qh + 64 * (4 * g + j));
+            // bits 2K, 2K + 1 of each byte to bits 4-5 (16-bit shifts keep them in their byte)
+            if constexpr (K == 0) hi = _mm256_slli_epi16(hi, 4);
+            if constexpr (K == 1) hi = _mm256_slli_epi16(hi, 2);
+            if constexpr (K == 3) hi = _mm256_srli_epi16(hi, 2);
+            w[j] = _mm256_or_si256(_mm256_and_si256(lo, lo4), _mm256_and_si256(hi, top2));
+        }
+    }
+
+    // isum[t] += sub-block s = 4g + K's scaled dot product for the NT tokens.
+    template <int NT, int K>
+    static void sub_block(const uint8_t* rec, int h, const uint8_t* ql, const uint8_t* qh, int g, const int8_t* const xq[NT],
+                          int64_t nb, __m256i isum[NT]) {
+        const int s = 4 * g + K;
+        prefetch_record_slice<NT, record_bytes, 16>(pass_stream<record_bytes>(rec, h, nb), s);
+        __m256i w[4];
+        weights<K>(ql, qh, g, w);
+        const __m256i sc32 = scale32(rec, h, s);
+        const __m256i sc = _mm256_or_si256(_mm256_and_si256(sc32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc32, 16));
+        for (int t = 0; t < NT; ++t) {
+            const int8_t* x = xq[t] + 16 * s;
+            const __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], broadcast4(x)),
+                                               _mm256_maddubs_epi16(w[1], broadcast4(x + 4)));
+            const __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], broadcast4(x + 8)),
+                                               _mm256_maddubs_epi16(w[3], broadcast4(x + 12)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
+        }
+    }
+
     template <int NT>
     static void block(const uint8_t* rec, int h, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
                       __m256 acc[NT]) {
-        const __m256i lo4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30), low16 = _mm256_set1_epi32(0xffff);
+        const __m256i low16 = _mm256_set1_epi32(0xffff);
         const uint8_t* ql = rec + 288 + 32 * h;
         const uint8_t* qh = rec + 288 + 2048 + 32 * h;
         const int8_t* xq[NT];
@@ -270,31 +307,11 @@ struct kernel_q6_k {
             xq[t] = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs;
             isum[t] = _mm256_setzero_si256();
         }
-        for (int s = 0; s < 16; ++s) {
-            prefetch_record_slice<NT, record_bytes, 16>(pass_stream<record_bytes>(rec, h, nb), s);
-            __m256i w[4];
-            for (int j = 0; j < 4; ++j) {
-                __m256i lo = load32(ql + 64 * (4 * (s / 2) + j));
-                if (s % 2) lo = _mm256_srli_epi16(lo, 4);
-                __m256i hi = load32(qh + 64 * (4 * (s / 4) + j));
-                switch (s % 4) {  // bits 2k, 2k + 1 of each byte to bits 4-5 (16-bit shifts keep them in their byte)
-                    case 0: hi = _mm256_slli_epi16(hi, 4); break;
-                    case 1: hi = _mm256_slli_epi16(hi, 2); break;
-                    case 3: hi = _mm256_srli_epi16(hi, 2); break;
-                    default: break;
-                }
-                w[j] = _mm256_or_si256(_mm256_and_si256(lo, lo4), _mm256_and_si256(hi, top2));
-            }
-            const __m256i sc32 = scale32(rec, h, s);
-            const __m256i sc = _mm256_or_si256(_mm256_and_si256(sc32, low16), _mm256_slli_epi32(sc32, 16));
-            for (int t = 0; t < NT; ++t) {
-                const int8_t* x = xq[t] + 16 * s;
-                const __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], broadcast4(x)),
-                                                   _mm256_maddubs_epi16(w[1], broadcast4(x + 4)));
-                const __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], broadcast4(x + 8)),
-                                                   _mm256_maddubs_epi16(w[3], broadcast4(x + 12)));
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(a, sc), _mm256_madd_epi16(c, sc)));
-            }
+        for (int g = 0; g < 4; ++g) {  // the 4 sub-blocks that share a qh group
+            sub_block<NT, 0>(rec, h, ql, qh, g, xq, nb, isum);
+            sub_block<NT, 1>(rec, h, ql, qh, g, xq, nb, isum);
+            sub_block<NT, 2>(rec, h, ql, qh, g, xq, nb, isum);
+            sub_block<NT, 3>(rec, h, ql, qh, g, xq, nb, isum);
         }
         __m256i sc_pairs[8];
         for (int i = 0; i < 8; ++i)
