@@ -258,6 +258,12 @@ struct kernel_q6_k {
         return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 32 + 16 * s + kHalf * h)));
     }
 
+    // lo's low 16 bits | hi's low 16 bits << 16 per lane: the int16 operand of vpmaddwd (a row's scale
+    // in both halves of its lane, or the scales of two sub-blocks).
+    static __m256i pair16(__m256i lo, __m256i hi) {
+        return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
+    }
+
     // Sub-block s = 4g + K of half h, its weight vectors: K is a template argument, so the shifts that
     // place its nibbles and top bits are constants and the loop over a block has no branch.
     template <int K>
@@ -284,7 +290,7 @@ struct kernel_q6_k {
         __m256i w[4];
         weights<K>(ql, qh, g, w);
         const __m256i sc32 = scale32(rec, h, s);
-        const __m256i sc = _mm256_or_si256(_mm256_and_si256(sc32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc32, 16));
+        const __m256i sc = pair16(sc32, sc32);
         for (int t = 0; t < NT; ++t) {
             const int8_t* x = xq[t] + 16 * s;
             const __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], broadcast4(x)),
@@ -298,7 +304,6 @@ struct kernel_q6_k {
     template <int NT>
     static void block(const uint8_t* rec, int h, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
                       __m256 acc[NT]) {
-        const __m256i low16 = _mm256_set1_epi32(0xffff);
         const uint8_t* ql = rec + 288 + 32 * h;
         const uint8_t* qh = rec + 288 + 2048 + 32 * h;
         const int8_t* xq[NT];
@@ -315,8 +320,7 @@ struct kernel_q6_k {
         }
         __m256i sc_pairs[8];
         for (int i = 0; i < 8; ++i)
-            sc_pairs[i] = _mm256_or_si256(_mm256_and_si256(scale32(rec, h, 2 * i), low16),
-                                          _mm256_slli_epi32(scale32(rec, h, 2 * i + 1), 16));
+            sc_pairs[i] = pair16(scale32(rec, h, 2 * i), scale32(rec, h, 2 * i + 1));
         for (int t = 0; t < NT; ++t) {
             __m256i m = _mm256_setzero_si256();
             for (int i = 0; i < 8; ++i)
