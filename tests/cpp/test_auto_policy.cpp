@@ -15,6 +15,9 @@
 //    and not at all when the request is too short to repay the head's time over 8 rows.
 //  - The timing correction: a method that runs slower than calibrated is predicted slower, and a burst
 //    of load that hit its rounds fades once quiet rounds of other methods follow.
+//  - A drafter's first-position rejections kept across requests fade in the rounds of other methods: a
+//    short request whose draft model rounds all failed holds the model out of the next request, but
+//    not for good.
 //  - A chaining draft model's round (ngram_chain) is priced by its own rows and heads only, predicted
 //    by the copy's rates and then the model's, chosen only where that beats the model alone, and its
 //    rounds count for the model only past a copy that held.
@@ -291,6 +294,27 @@ void test_timing_burst_fades() {
     check(scale < 1.5, "40 quiet rounds after a burst: the draft model's scale " + std::to_string(scale));
 }
 
+void test_rejections_fade_while_idle() {
+    cost_model costs = reference_costs();
+    costs.draft_forward = {0.002, 0.0022, 0.0024, 0.0026, 0.0028, 0.003, 0.0032, 0.0034, 0.0036};
+    costs.draft_head_full = 0.001;  // a cheap draft: at its prior 0.7 it beats plain decoding by far
+    auto_policy policy(costs, 8, false);
+    const auto_round r{0, 0, 0, 64};
+    policy.begin(prompt(), 0.0f);
+    check(policy.choose(r).method == auto_method::draft_model, "a fresh policy drafts with the model (prior 0.7)");
+    // A short request (a greeting) whose six draft model rounds failed at the first token.
+    for (int round = 0; round < 6; ++round) policy.observe(auto_method::draft_model, 4, 4, 0, 0.03, 0.03);
+    policy.begin(prompt(), 0.0f);
+    check(policy.choose(r).method == auto_method::none, "right after six failed rounds the next request decodes plainly");
+    // That request's 60 plain rounds: the failures fade, and the next request measures the model again.
+    const double plain = costs.round_seconds(auto_method::none, 0, 0);
+    for (int round = 0; round < 60; ++round) policy.observe(auto_method::none, 0, 0, 0, plain, plain);
+    policy.begin(prompt(), 0.0f);
+    const auto_choice again = policy.choose(r);
+    check(again.method == auto_method::draft_model,
+          "60 plain rounds later the model is drafted again: " + std::string(auto_method_name(again.method)));
+}
+
 int main(int, char**) {
     test_ngram_positions_by_match_order();
     test_later_positions_carry_over();
@@ -302,6 +326,7 @@ int main(int, char**) {
     test_seed_rows_by_remaining_tokens();
     test_chained_draft_model_rounds();
     test_timing_burst_fades();
+    test_rejections_fade_while_idle();
     if (failures) {
         std::fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

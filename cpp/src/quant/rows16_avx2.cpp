@@ -183,45 +183,54 @@ struct kernel_q4_5_k {
         rows16_prepare_q4_k(nb, X, xs, n_tok, P);
     }
 
+    // isum[t] += sub-block s = 2c + HIGH's scaled dot product for the NT tokens: chunk c's high nibbles
+    // when HIGH, its low ones otherwise. HIGH is a template argument, so the loop over a block has no
+    // branch (a runtime `s % 2` compiled to one per weight vector). The row's scale in both int16 halves
+    // of its lane widens the int16 sums: all eight groups at once for nibbles, four at a time for 5-bit
+    // values (2 x 31 x 128 per vpmaddubsw pair).
+    template <int NT, int HIGH>
+    static void sub_block(const uint8_t* rec, int h, int c, const int8_t* const xq[NT], int64_t nb, __m256i isum[NT]) {
+        const int s = 2 * c + HIGH;
+        prefetch_record_slice<NT, record_bytes, 8>(pass_stream<record_bytes>(rec, h, nb), s);
+        const __m256i lo4 = _mm256_set1_epi8(0x0f);
+        const __m256i sc32 =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s + kHalf * h)));
+        const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
+        __m256i s16[NT];
+        for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+            const __m256i q = load32(rec + 320 + 64 * (8 * c + j) + 32 * h);
+            __m256i w = _mm256_and_si256(HIGH ? _mm256_srli_epi16(q, 4) : q, lo4);
+            if constexpr (FIFTH_BIT) {
+                uint64_t m;
+                std::memcpy(&m, rec + kRows16Q4kRecord + 8 * (8 * s + j), 8);
+                w = _mm256_add_epi8(w, _mm256_and_si256(expand_bits32(uint32_t(m >> (32 * h))), _mm256_set1_epi8(16)));
+            }
+            for (int t = 0; t < NT; ++t) {
+                s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j)));
+                keep_order<NT>(s16[t]);
+            }
+            if (FIFTH_BIT && j == 3)
+                for (int t = 0; t < NT; ++t) {
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                    s16[t] = _mm256_setzero_si256();
+                }
+        }
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+    }
+
     template <int NT>
     static void block(const uint8_t* rec, int h, const uint8_t* X, size_t xs, const prep* P, int64_t nb, int64_t b,
                       __m256 acc[NT]) {
-        const __m256i lo4 = _mm256_set1_epi8(0x0f);
         const int8_t* xq[NT];
         __m256i isum[NT];
         for (int t = 0; t < NT; ++t) {
             xq[t] = reinterpret_cast<const block_q8_k*>(X + t * xs)[b].qs;
             isum[t] = _mm256_setzero_si256();
         }
-        for (int s = 0; s < 8; ++s) {
-            prefetch_record_slice<NT, record_bytes, 8>(pass_stream<record_bytes>(rec, h, nb), s);
-            // sub-block s: chunk s / 2, low nibbles when s is even. The row's scale in both int16 halves
-            // of its lane widens the int16 sums: all eight groups at once for nibbles, four at a time
-            // for 5-bit values (2 x 31 x 128 per vpmaddubsw pair).
-            const __m256i sc32 =
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s + kHalf * h)));
-            const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
-            __m256i s16[NT];
-            for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
-            for (int j = 0; j < 8; ++j) {
-                const __m256i q = load32(rec + 320 + 64 * (8 * (s / 2) + j) + 32 * h);
-                __m256i w = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(q, 4) : q, lo4);
-                if constexpr (FIFTH_BIT) {
-                    uint64_t m;
-                    std::memcpy(&m, rec + kRows16Q4kRecord + 8 * (8 * s + j), 8);
-                    w = _mm256_add_epi8(w, _mm256_and_si256(expand_bits32(uint32_t(m >> (32 * h))), _mm256_set1_epi8(16)));
-                }
-                for (int t = 0; t < NT; ++t) {
-                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, broadcast4(xq[t] + 32 * s + 4 * j)));
-                    keep_order<NT>(s16[t]);
-                }
-                if (FIFTH_BIT && j == 3)
-                    for (int t = 0; t < NT; ++t) {
-                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
-                        s16[t] = _mm256_setzero_si256();
-                    }
-            }
-            for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+        for (int c = 0; c < 4; ++c) {  // chunk c holds sub-blocks 2c (low nibbles) and 2c + 1 (high)
+            sub_block<NT, 0>(rec, h, c, xq, nb, isum);
+            sub_block<NT, 1>(rec, h, c, xq, nb, isum);
         }
         const __m256 dw = load_halfs(rec + 2 * kHalf * h), dmin = load_halfs(rec + 32 + 2 * kHalf * h);
         __m256i m[4];

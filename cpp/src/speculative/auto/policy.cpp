@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <utility>
 
 namespace specgen {
 
@@ -27,6 +28,9 @@ constexpr double kHazardWeight = 10;      // pseudo-positions a request's own la
 constexpr double kExplore = 1.0;          // standard errors of optimism in the choice of g
 constexpr double kTimingRounds = 2;       // pseudo-rounds the timing correction's priors (no correction) count for
 constexpr double kIdleTimingDecay = 0.9;  // per round of another method: a method's own timing excess fades (note 11)
+// Per round of another method: what a neural drafter's first position measured fades towards its prior
+// (note 14).
+constexpr double kIdleAcceptanceDecay = 0.95;
 constexpr double kDecay = 0.98;  // per round: the estimates kept across requests (timing, n-gram order, later positions) follow ~50 rounds
 constexpr double kRecentDecay = 0.7;     // per round: a request's recent rate (choose()) follows ~3 rounds
 constexpr double kSwitchMargin = 1.03;    // hysteresis is applied by the caller through the current method
@@ -63,22 +67,17 @@ void auto_policy::begin(const std::vector<int32_t>& prompt, float temperature) {
     tracker& ng = t_[size_t(auto_method::ngram)];
     ng.prior = std::min(0.95, prompt_self_overlap(prompt));
     ng.prior_weight = kPriorWeight;
-    // The self drafter's prior: its first-position rate over the requests so far, shrunk towards the
+    // A neural drafter's prior: its first-position rate over the requests so far, shrunk towards the
     // fixed prior (note 3).
-    tracker& self = t_[size_t(auto_method::self_nanospec)];
-    const carried& c = carried_[regime_];
-    const double base = temperature > 0 ? kSelfPriorSampled : kSelfPriorGreedy;
-    self.prior = (c.self_first_passed + kPriorWeight * base) / (c.self_first_reached + kPriorWeight);
-    self.prior_weight = kPriorWeight;
-    // The draft model's likewise, from its own first positions so far.
-    tracker& dm = t_[size_t(auto_method::draft_model)];
-    const double model_base = temperature > 0 ? kModelPriorSampled : kModelPriorGreedy;
-    dm.prior = (c.model_first_passed + kPriorWeight * model_base) / (c.model_first_reached + kPriorWeight);
-    dm.prior_weight = kPriorWeight;
-    tracker& hd = t_[size_t(auto_method::draft_head)];
-    const double head_base = temperature > 0 ? kHeadPriorSampled : kHeadPriorGreedy;
-    hd.prior = (c.head_first_passed + kPriorWeight * head_base) / (c.head_first_reached + kPriorWeight);
-    hd.prior_weight = kPriorWeight;
+    const bool sampled = temperature > 0;
+    for (auto [m, base] : {std::pair{auto_method::self_nanospec, sampled ? kSelfPriorSampled : kSelfPriorGreedy},
+                           std::pair{auto_method::draft_model, sampled ? kModelPriorSampled : kModelPriorGreedy},
+                           std::pair{auto_method::draft_head, sampled ? kHeadPriorSampled : kHeadPriorGreedy}}) {
+        tracker& t = t_[size_t(m)];
+        const size_t i = size_t(m);
+        t.prior = (kept.first_passed[i] + kPriorWeight * base) / (kept.first_reached[i] + kPriorWeight);
+        t.prior_weight = kPriorWeight;
+    }
 }
 
 double auto_policy::acceptance(auto_method m) const {
@@ -348,20 +347,18 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         n_accepted = reached ? n_accepted - chained : 0;
     }
     if (drafted > 0 && m != auto_method::ngram) count_round(m, drafted, n_accepted);
-    if (drafted > 0 && m == auto_method::self_nanospec) {
+    {
+        // The neural drafters' first positions, kept across requests. A drafter's rounds decay its own
+        // counts; the rounds of other methods fade them, so a spell of rejections (a short first request)
+        // cannot hold a drafter below plain decoding for good (note 14).
         carried& c = carried_[regime_];
-        c.self_first_reached = kDecay * c.self_first_reached + 1;
-        c.self_first_passed = kDecay * c.self_first_passed + (n_accepted > 0 ? 1 : 0);
-    }
-    if (drafted > 0 && m == auto_method::draft_model) {
-        carried& c = carried_[regime_];
-        c.model_first_reached = kDecay * c.model_first_reached + 1;
-        c.model_first_passed = kDecay * c.model_first_passed + (n_accepted > 0 ? 1 : 0);
-    }
-    if (drafted > 0 && m == auto_method::draft_head) {
-        carried& c = carried_[regime_];
-        c.head_first_reached = kDecay * c.head_first_reached + 1;
-        c.head_first_passed = kDecay * c.head_first_passed + (n_accepted > 0 ? 1 : 0);
+        for (auto_method d : {auto_method::self_nanospec, auto_method::draft_model, auto_method::draft_head}) {
+            const size_t i = size_t(d);
+            const bool ran = d == m && drafted > 0;
+            const double decay = ran ? kDecay : d == m ? 1.0 : kIdleAcceptanceDecay;
+            c.first_reached[i] = decay * c.first_reached[i] + (ran ? 1 : 0);
+            c.first_passed[i] = decay * c.first_passed[i] + (ran && n_accepted > 0 ? 1 : 0);
+        }
     }
     // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not. This
     // request's own counts are kept beside them (draft_continuation).

@@ -159,10 +159,9 @@ private:
         std::array<double, kAutoMethods> excess_log_ratio{}, excess_rounds{};
         // The n-gram proposal's first position per match order (index: order, clamped): rounds and acceptances.
         std::array<double, kMaxOrder + 1> order_reached{}, order_passed{};
-        // The self drafter's first position: rounds and acceptances; the draft model's likewise.
-        double self_first_reached = 0, self_first_passed = 0;
-        double model_first_reached = 0, model_first_passed = 0;
-        double head_first_reached = 0, head_first_passed = 0;  // the EAGLE-3 head's
+        // The first position of each neural drafter (the self drafter, the draft model, the EAGLE-3 head):
+        // rounds and acceptances, decayed per round of the method and faded in the rounds of the others.
+        std::array<double, kAutoMethods> first_reached{}, first_passed{};
         // The draft positions after the first, per method and for an n-gram proposal per match order
         // (index: order, clamped): rounds that reached each position and accepted it.
         std::array<later_positions, kAutoMethods> later;
