@@ -302,7 +302,7 @@ void test_rejections_fade_while_idle() {
     const auto_round r{0, 0, 0, 64};
     policy.begin(prompt(), 0.0f);
     check(policy.choose(r).method == auto_method::draft_model, "a fresh policy drafts with the model (prior 0.7)");
-    // A short request (a greeting) whose six draft model rounds failed at the first token.
+    // A short request whose six draft model rounds failed at the first token.
     for (int round = 0; round < 6; ++round) policy.observe(auto_method::draft_model, 4, 4, 0, 0.03, 0.03);
     policy.begin(prompt(), 0.0f);
     check(policy.choose(r).method == auto_method::none, "right after six failed rounds the next request decodes plainly");
