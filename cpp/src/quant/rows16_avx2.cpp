@@ -56,6 +56,12 @@ inline __m256 load_halfs(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// lo's low 16 bits | hi's low 16 bits << 16 per lane: the int16 operand of vpmaddwd (a row's scale in
+// both halves of its lane, or the scales of two sub-blocks).
+inline __m256i pair16(__m256i lo, __m256i hi) {
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
+}
+
 // Bit k of m -> byte k = 0xff.
 inline __m256i expand_bits32(uint32_t m) {
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
@@ -195,7 +201,7 @@ struct kernel_q4_5_k {
         const __m256i lo4 = _mm256_set1_epi8(0x0f);
         const __m256i sc32 =
             _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 64 + 16 * s + kHalf * h)));
-        const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
+        const __m256i sc = pair16(sc32, sc32);
         __m256i s16[NT];
         for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
@@ -265,12 +271,6 @@ struct kernel_q6_k {
     // Row r's scale of sub-block s, sign-extended to int32 (lane r % 8 of half h).
     static __m256i scale32(const uint8_t* rec, int h, int s) {
         return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 32 + 16 * s + kHalf * h)));
-    }
-
-    // lo's low 16 bits | hi's low 16 bits << 16 per lane: the int16 operand of vpmaddwd (a row's scale
-    // in both halves of its lane, or the scales of two sub-blocks).
-    static __m256i pair16(__m256i lo, __m256i hi) {
-        return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
     }
 
     // Sub-block s = 4g + K of half h, its weight vectors: K is a template argument, so the shifts that
