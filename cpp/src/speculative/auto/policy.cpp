@@ -354,10 +354,13 @@ void auto_policy::observe(auto_method m, int gamma, int drafted, int n_accepted,
         carried& c = carried_[regime_];
         for (auto_method d : {auto_method::self_nanospec, auto_method::draft_model, auto_method::draft_head}) {
             const size_t i = size_t(d);
-            const bool ran = d == m && drafted > 0;
-            const double decay = ran ? kDecay : d == m ? 1.0 : kIdleAcceptanceDecay;
-            c.first_reached[i] = decay * c.first_reached[i] + (ran ? 1 : 0);
-            c.first_passed[i] = decay * c.first_passed[i] + (ran && n_accepted > 0 ? 1 : 0);
+            if (d == m && drafted > 0) {
+                c.first_reached[i] = kDecay * c.first_reached[i] + 1;
+                c.first_passed[i] = kDecay * c.first_passed[i] + (n_accepted > 0 ? 1 : 0);
+            } else if (d != m) {
+                c.first_reached[i] *= kIdleAcceptanceDecay;
+                c.first_passed[i] *= kIdleAcceptanceDecay;
+            }
         }
     }
     // Positions 1..drafted were drafted; position drafted + 1 (if chosen) was reached and not. This
