@@ -57,16 +57,43 @@ constexpr int kAttnChunk = 16;
 // every query head of the group and every query row of the item reads them.
 constexpr int kKeyBlock = 128;
 
+// One kv head's keys (or values) in the cache, handed to attend_group a block of rows at a time. f32 rows
+// are read in place; f16 / q8_0 rows are converted block by block into the thread's scratch (kKeyBlock rows
+// of head_dim floats), so the converted block is still in cache when every head and query row reads it.
+// The conversion is exact, so both give the same floats.
+class head_rows {
+public:
+    // f32 cache: kv head hk's elements of row 0 at f32, rows `stride` floats apart.
+    head_rows(const float* f32, int64_t stride) : f32_(f32), step_(stride) {}
+    // Any cache type: kv head hk of rows `row_bytes` apart from `cache`, converted into scratch.
+    head_rows(const void* cache, ggml_type type, size_t row_bytes, int hk, int D, float* scratch)
+        : base_(static_cast<const uint8_t*>(cache) + ggml_row_size(type, int64_t(hk) * D)), type_(type),
+          row_bytes_(row_bytes), scratch_(scratch), step_(D) {}
+    // Rows [b0, b1] (at most kKeyBlock of them) as floats: row j at the result + (j - b0) * step().
+    const float* block(int b0, int b1) const {
+        if (f32_) return f32_ + b0 * step_;
+        for (int j = b0; j <= b1; ++j) kv::to_float(type_, base_ + size_t(j) * row_bytes_, scratch_ + (j - b0) * step_, step_);
+        return scratch_;
+    }
+    int64_t step() const { return step_; }
+
+private:
+    const float* f32_ = nullptr;
+    const uint8_t* base_ = nullptr;
+    ggml_type type_ = ggml_type::F32;
+    size_t row_bytes_ = 0;
+    float* scratch_ = nullptr;
+    int64_t step_;
+};
+
 // Causal attention of query rows [t0, t1) (positions sp[t], rising) and query heads [h0, h1) that share one
-// kv head, over cache rows [0, n_kv): k_head / v_head point at the kv head's elements of row 0, rows
-// `stride` floats apart. Keys and values pass in blocks of kKeyBlock rows that all the heads and rows read
-// while they are in cache (each head streaming the whole range again measured slower at long contexts).
-// Each output's sums run in an order fixed by its own row alone (the value sum continues block after
-// block), so every caller and every grouping of heads and rows gives the same bits. scores:
-// (h1 - h0) * (t1 - t0) * n_kv floats; sums: (h1 - h0) * (t1 - t0).
-inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const float* k_head, const float* v_head,
-                         int64_t stride, const int32_t* sp, int n_kv, const attention_params& p, float* scores,
-                         float* sums, float* out) {
+// kv head, over cache rows [0, n_kv) of keys K and values V. Keys and values pass in blocks of kKeyBlock
+// rows that all the heads and rows read while they are in cache (each head streaming the whole range again
+// measured slower at long contexts). Each output's sums run in an order fixed by its own row alone (the
+// value sum continues block after block), so every caller and every grouping of heads and rows gives the
+// same bits. scores: (h1 - h0) * (t1 - t0) * n_kv floats; sums: (h1 - h0) * (t1 - t0).
+inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const head_rows& K, const head_rows& V,
+                         const int32_t* sp, int n_kv, const attention_params& p, float* scores, float* sums, float* out) {
     const int D = p.head_dim, nt = t1 - t0;
     auto last_of = [&](int t) { return std::min(int(sp[t]), n_kv - 1); };
     auto first_of = [&](int t) { return p.sliding_window > 0 ? std::max(0, int(sp[t]) - p.sliding_window + 1) : 0; };
@@ -75,11 +102,12 @@ inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const f
     const int lo = first_of(t0), hi = last_of(t1 - 1);
     for (int b0 = lo; b0 <= hi; b0 += kKeyBlock) {
         const int b1 = std::min(hi, b0 + kKeyBlock - 1);
+        const float* keys = K.block(b0, b1);
         for (int h = h0; h < h1; ++h)
             for (int t = t0; t < t1; ++t) {
                 const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
                 if (f <= l)
-                    vec::dot_rows(q + (int64_t(t) * p.n_head + h) * D, k_head + f * stride, stride, l - f + 1, D,
+                    vec::dot_rows(q + (int64_t(t) * p.n_head + h) * D, keys + (f - b0) * K.step(), K.step(), l - f + 1, D,
                                   row_scores(h, t) + f);
             }
     }
@@ -99,10 +127,13 @@ inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const f
         }
     for (int b0 = lo; b0 <= hi; b0 += kKeyBlock) {
         const int b1 = std::min(hi, b0 + kKeyBlock - 1);
+        const float* values = V.block(b0, b1);
         for (int h = h0; h < h1; ++h)
             for (int t = t0; t < t1; ++t) {
                 const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
-                if (f <= l) vec::weighted_sum_rows_add(row_scores(h, t) + f, v_head + f * stride, stride, l - f + 1, D, head_out(h, t));
+                if (f <= l)
+                    vec::weighted_sum_rows_add(row_scores(h, t) + f, values + (f - b0) * V.step(), V.step(), l - f + 1, D,
+                                               head_out(h, t));
             }
     }
     for (int h = h0; h < h1; ++h)
@@ -111,13 +142,6 @@ inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const f
             float* o = head_out(h, t);
             for (int d = 0; d < D; ++d) o[d] *= inv;
         }
-}
-
-// Elements of kv head hk (D of them) of cache rows [first, last] as floats: dst + j * D for row j.
-inline void read_head_rows(const void* cache, ggml_type type, size_t row_bytes, int hk, int D, int first, int last,
-                           float* dst) {
-    const uint8_t* base = static_cast<const uint8_t*>(cache) + ggml_row_size(type, int64_t(hk) * D);
-    for (int j = first; j <= last; ++j) kv::to_float(type, base + size_t(j) * row_bytes, dst + size_t(j) * D, D);
 }
 
 class cpu_backend final : public backend {
@@ -266,8 +290,8 @@ public:
             for (int64_t i = i0; i < i1; ++i) {
                 const int t = int(i / p.n_head), h = int(i % p.n_head), hk = h / (p.n_head / p.n_head_kv);
                 float* sc = scores_[thread].data();  // the row's sum, then its scores
-                attend_group(q, t, t + 1, h, h + 1, k_cache + hk * p.head_dim, v_cache + hk * p.head_dim, kv_stride, pos,
-                             n_kv, p, sc + 1, sc, out);
+                attend_group(q, t, t + 1, h, h + 1, head_rows(k_cache + hk * p.head_dim, kv_stride),
+                             head_rows(v_cache + hk * p.head_dim, kv_stride), pos, n_kv, p, sc + 1, sc, out);
             }
         });
     }
@@ -277,9 +301,8 @@ public:
         // Work items: (sequence, chunk of up to kAttnChunk query rows, kv head, a slice of the query heads
         // that share it), in one parallel region. The heads of a kv head stay in one item (attend_group
         // reads each key and value block once for all of them) unless the threads would go idle: then
-        // they are sliced until there is an item per thread. An item reads F16 / Q8_0 cache rows of its kv
-        // head, the ones its rows can see, as floats into its thread's scratch first; the arithmetic after
-        // that is attention()'s.
+        // they are sliced until there is an item per thread. F16 / Q8_0 cache rows are converted a block at a
+        // time into the thread's scratch (head_rows); the arithmetic is attention()'s.
         const int D = p.head_dim, group = p.n_head / p.n_head_kv;
         int max_kv = 0, n_chunks = 0;
         for (int s = 0; s < n_seqs; ++s) {
@@ -299,38 +322,25 @@ public:
         const size_t sums = size_t(group) * kAttnChunk;
         const size_t need = sums + size_t((group + slices - 1) / slices) * kAttnChunk * size_t(max_kv);
         for (auto& sc : scores_) if (sc.size() < need) sc.resize(need);
+        for (auto* tmp : {&attn_k_tmp_, &attn_v_tmp_})
+            for (auto& t : *tmp) if (t.size() < size_t(kKeyBlock) * D) t.resize(size_t(kKeyBlock) * D);
         const int64_t kv_stride = int64_t(p.n_head_kv) * D;
+        // A kv head's rows of one cache tensor: in place when f32, else converted into `scratch`.
+        auto rows_of = [&](const void* cache, ggml_type type, size_t row_bytes, int hk, float* scratch) {
+            return type == ggml_type::F32 ? head_rows(static_cast<const float*>(cache) + hk * D, kv_stride)
+                                          : head_rows(cache, type, row_bytes, hk, D, scratch);
+        };
         pool_.parallel_for(int64_t(attn_items_.size()), [&](int thread, int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) {
                 const attn_item& it = attn_items_[i];
                 const attention_seq& sq = seqs[it.seq];
                 const int hk = it.h0 / group;
                 const int32_t* sp = pos + sq.row0;
-                // Rows of the cache any query of the chunk can see (positions rise within a sequence).
-                const int last = std::min(sp[it.r1 - 1], sq.n_kv - 1);
-                const int first = p.sliding_window > 0 ? std::max(0, sp[it.r0] - p.sliding_window + 1) : 0;
-                const float *kb, *vb;
-                int64_t stride;
-                if (sq.type_k == ggml_type::F32 && sq.type_v == ggml_type::F32) {
-                    kb = static_cast<const float*>(sq.k) + hk * D;
-                    vb = static_cast<const float*>(sq.v) + hk * D;
-                    stride = kv_stride;
-                } else {
-                    // Converted rows [first, last] of head hk, D floats apart; indexed by row from 0.
-                    std::vector<float>& kt = attn_k_tmp_[thread];
-                    std::vector<float>& vt = attn_v_tmp_[thread];
-                    const size_t need = size_t(std::max(last + 1, 1)) * D;
-                    if (kt.size() < need) kt.resize(need);
-                    if (vt.size() < need) vt.resize(need);
-                    read_head_rows(sq.k, sq.type_k, sq.row_bytes_k, hk, D, first, last, kt.data());
-                    read_head_rows(sq.v, sq.type_v, sq.row_bytes_v, hk, D, first, last, vt.data());
-                    kb = kt.data();
-                    vb = vt.data();
-                    stride = D;
-                }
+                const head_rows K = rows_of(sq.k, sq.type_k, sq.row_bytes_k, hk, attn_k_tmp_[thread].data());
+                const head_rows V = rows_of(sq.v, sq.type_v, sq.row_bytes_v, hk, attn_v_tmp_[thread].data());
                 float* sc = scores_[thread].data();
-                attend_group(q + sq.row0 * int64_t(p.n_head) * D, it.r0, it.r1, it.h0, it.h1, kb, vb, stride, sp, sq.n_kv,
-                             p, sc + sums, sc, out + sq.row0 * int64_t(p.n_head) * D);
+                attend_group(q + sq.row0 * int64_t(p.n_head) * D, it.r0, it.r1, it.h0, it.h1, K, V, sp, sq.n_kv, p, sc + sums,
+                             sc, out + sq.row0 * int64_t(p.n_head) * D);
             }
         });
     }
@@ -407,7 +417,7 @@ private:
     std::vector<std::vector<float>> scores_;  // per-thread attention scratch
     struct attn_item { int seq, r0, r1, h0, h1; };  // query rows [r0, r1), query heads [h0, h1) of one kv head
     std::vector<attn_item> attn_items_;                   // attention_batch's work items
-    std::vector<std::vector<float>> attn_k_tmp_, attn_v_tmp_;  // per-thread converted K / V rows
+    std::vector<std::vector<float>> attn_k_tmp_, attn_v_tmp_;  // per thread: a converted block of K / V rows
     std::vector<std::vector<uint8_t>> xq_;  // quantized activations, one buffer per slot
     std::vector<const void*> xq_of_mat_;    // matmul_shared_input scratch
     std::vector<const void*> packed_of_mat_;  // matmul_shared_input: each matrix's rows16 layout or null

@@ -73,13 +73,17 @@ void to_float_ref(ggml_type type, const void* src, float* dst, int64_t n) {
 void from_float(ggml_type type, const float* src, void* dst, int64_t n) {
     if (type == ggml_type::F32) { std::memcpy(dst, src, size_t(n) * sizeof(float)); return; }
     if (type == ggml_type::Q8_0) { quantize_row(type, src, dst, n); return; }  // SIMD, same bytes as the reference
-    if (active_cpu_isa() == cpu_isa::avx512 && from_float_avx512(type, src, dst, n)) return;
+    const cpu_isa isa = active_cpu_isa();
+    if (isa == cpu_isa::avx512 && from_float_avx512(type, src, dst, n)) return;
+    if (isa == cpu_isa::avx2 && from_float_avx2(type, src, dst, n)) return;
     from_float_ref(type, src, dst, n);
 }
 
 void to_float(ggml_type type, const void* src, float* dst, int64_t n) {
     if (type == ggml_type::F32) { std::memcpy(dst, src, size_t(n) * sizeof(float)); return; }
-    if (active_cpu_isa() == cpu_isa::avx512 && to_float_avx512(type, src, dst, n)) return;
+    const cpu_isa isa = active_cpu_isa();
+    if (isa == cpu_isa::avx512 && to_float_avx512(type, src, dst, n)) return;
+    if (isa == cpu_isa::avx2 && to_float_avx2(type, src, dst, n)) return;
     to_float_ref(type, src, dst, n);
 }
 

@@ -18,7 +18,10 @@ void to_float(ggml_type type, const void* src, float* dst, int64_t n);
 void from_float_ref(ggml_type type, const float* src, void* dst, int64_t n);
 void to_float_ref(ggml_type type, const void* src, float* dst, int64_t n);
 
-// AVX-512 versions (kv_convert_avx512.cpp); return false where they have none for `type`.
+// AVX2 (F16C) and AVX-512 versions (kv_convert_avx2.cpp, kv_convert_avx512.cpp); return false where
+// they have none for `type`.
+bool from_float_avx2(ggml_type type, const float* src, void* dst, int64_t n);
+bool to_float_avx2(ggml_type type, const void* src, float* dst, int64_t n);
 bool from_float_avx512(ggml_type type, const float* src, void* dst, int64_t n);
 bool to_float_avx512(ggml_type type, const void* src, float* dst, int64_t n);
 
