@@ -271,6 +271,33 @@ def test_weighted_sum_rows_add_continues_in_row_order_on_every_isa(n, n_rows):
         assert blocks.tobytes() == _testing.vec_weighted_sum_rows(w, V.reshape(-1), n).tobytes(), isa
 
 
+@pytest.mark.parametrize("n,n_q,n_keys", [(128, 6, 130), (128, 4, 7), (64, 3, 4), (13, 5, 9), (16, 2, 3), (8, 7, 1), (200, 1, 6)])
+def test_grouped_dot_rows_give_each_query_its_own_bits_on_every_isa(n, n_q, n_keys):
+    # attend_group hands the query heads of a kv head (and an item's query rows) to one call; tiles of
+    # queries by keys must not change any score.
+    rng = np.random.default_rng(n * 13 + n_q * 3 + n_keys)
+    Q = rng.standard_normal((n_q, n)).astype(np.float32)
+    K = rng.standard_normal((n_keys, n)).astype(np.float32)
+    ref = np.float32([[_dot8_reference(Q[i], K[j]) for j in range(n_keys)] for i in range(n_q)])
+    for isa in supported_isas():
+        _testing.set_cpu_isa(isa)
+        got = _testing.vec_dot_rows_multi(Q.reshape(-1), n_q, K.reshape(-1), n_keys)
+        assert got.tobytes() == ref.tobytes(), isa
+
+
+@pytest.mark.parametrize("n,n_o,n_rows", [(128, 6, 9), (128, 4, 3), (128, 5, 2), (48, 3, 5), (17, 2, 4), (300, 7, 3), (40, 1, 6)])
+def test_grouped_weighted_sums_give_each_output_its_own_bits_on_every_isa(n, n_o, n_rows):
+    rng = np.random.default_rng(n * 11 + n_o * 5 + n_rows)
+    W = rng.random((n_o, n_rows)).astype(np.float32)
+    V = rng.standard_normal((n_rows, n)).astype(np.float32)
+    O = rng.standard_normal((n_o, n)).astype(np.float32)
+    ref = np.concatenate([_row_order_sum(O[i], W[i], V) for i in range(n_o)])
+    for isa in supported_isas():
+        _testing.set_cpu_isa(isa)
+        got = _testing.vec_weighted_sum_rows_add_multi(W.reshape(-1), n_o, V.reshape(-1), O.reshape(-1))
+        assert got.tobytes() == ref.tobytes(), isa
+
+
 @pytest.mark.parametrize("n", [1, 5, 8, 16, 17, 262144])
 def test_argmax_finite_first_maximum_on_every_isa(n):
     rng = np.random.default_rng(n)

@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <vector>
 #include <string>
 
 #include "backend/backend.h"
@@ -345,6 +346,41 @@ void bind_kernels(nb::module_& m) {
         },
         nb::arg("w"), nb::arg("V"), nb::arg("o"),
         "The value sum continued from o: o + w[0] * V[0] + w[1] * V[1] ... in row order (float32).");
+    m.def(
+        "vec_dot_rows_multi",
+        [](f32_vec Q, int n_q, f32_vec K, int n_keys) {
+            const int64_t n = n_q > 0 ? int64_t(Q.shape(0)) / n_q : 0;
+            if (n_q < 1 || n_keys < 0 || int64_t(Q.shape(0)) != n_q * n || int64_t(K.shape(0)) != n_keys * n)
+                throw invalid_argument_error("vec_dot_rows_multi: Q must hold n_q rows and K n_keys rows of the same length");
+            float* out;
+            auto arr = owned_vec(size_t(n_q) * size_t(n_keys), &out);
+            std::vector<const float*> qs(static_cast<size_t>(n_q));
+            std::vector<float*> outs(static_cast<size_t>(n_q));
+            for (int i = 0; i < n_q; ++i) qs[size_t(i)] = Q.data() + i * n, outs[size_t(i)] = out + int64_t(i) * n_keys;
+            vec::dot_rows_multi(qs.data(), n_q, K.data(), n, n_keys, n, outs.data());
+            return arr;
+        },
+        nb::arg("Q"), nb::arg("n_q"), nb::arg("K"), nb::arg("n_keys"),
+        "dot_rows for n_q queries (rows of Q) over the same keys: [n_q * n_keys] scores, query-major.");
+    m.def(
+        "vec_weighted_sum_rows_add_multi",
+        [](f32_vec W, int n_o, f32_vec V, f32_vec O) {
+            const int64_t n = n_o > 0 ? int64_t(O.shape(0)) / n_o : 0;
+            const int n_rows = n_o > 0 ? int(W.shape(0) / size_t(n_o)) : 0;
+            if (n_o < 1 || int64_t(O.shape(0)) != n_o * n || int64_t(W.shape(0)) != int64_t(n_o) * n_rows ||
+                int64_t(V.shape(0)) != n_rows * n)
+                throw invalid_argument_error("vec_weighted_sum_rows_add_multi: W [n_o, n_rows], V [n_rows, n], O [n_o, n]");
+            float* out;
+            auto arr = owned_vec(size_t(O.shape(0)), &out);
+            std::copy(O.data(), O.data() + O.shape(0), out);
+            std::vector<const float*> ws(static_cast<size_t>(n_o));
+            std::vector<float*> os(static_cast<size_t>(n_o));
+            for (int i = 0; i < n_o; ++i) ws[size_t(i)] = W.data() + int64_t(i) * n_rows, os[size_t(i)] = out + i * n;
+            vec::weighted_sum_rows_add_multi(ws.data(), n_o, V.data(), n, n_rows, n, os.data());
+            return arr;
+        },
+        nb::arg("W"), nb::arg("n_o"), nb::arg("V"), nb::arg("O"),
+        "weighted_sum_rows_add for n_o outputs (rows of O, weights rows of W) over the same rows of V.");
     m.def(
         "vec_argmax_finite",
         [](f32_vec x) {

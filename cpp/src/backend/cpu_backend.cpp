@@ -86,6 +86,29 @@ private:
     int64_t step_;
 };
 
+// The (query, output) pairs of one block that read the same cache rows [f, l], handed to a grouped kernel
+// (vec::dot_rows_multi, vec::weighted_sum_rows_add_multi) up to kMax at a time: every query row of an item
+// before the diagonal block, and the query heads of a kv head always. Each output's bits are the one-query
+// kernel's, so how the pairs are grouped changes nothing.
+struct grouped_rows {
+    static constexpr int kMax = 32;
+    const float* in[kMax];
+    float* out[kMax];
+    int n = 0, f = 0, l = -1;
+    template <class Kernel>
+    void add(int f_, int l_, const float* x, float* y, Kernel&& kernel) {
+        if (n == kMax || (n > 0 && (f_ != f || l_ != l))) flush(kernel);
+        f = f_, l = l_;
+        in[n] = x;
+        out[n++] = y;
+    }
+    template <class Kernel>
+    void flush(Kernel&& kernel) {
+        if (n > 0) kernel(*this);
+        n = 0;
+    }
+};
+
 // Causal attention of query rows [t0, t1) (positions sp[t], rising) and query heads [h0, h1) that share one
 // kv head, over cache rows [0, n_kv) of keys K and values V. Keys and values pass in blocks of kKeyBlock
 // rows that all the heads and rows read while they are in cache (each head streaming the whole range again
@@ -103,13 +126,16 @@ inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const h
     for (int b0 = lo; b0 <= hi; b0 += kKeyBlock) {
         const int b1 = std::min(hi, b0 + kKeyBlock - 1);
         const float* keys = K.block(b0, b1);
-        for (int h = h0; h < h1; ++h)
-            for (int t = t0; t < t1; ++t) {
-                const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
-                if (f <= l)
-                    vec::dot_rows(q + (int64_t(t) * p.n_head + h) * D, keys + (f - b0) * K.step(), K.step(), l - f + 1, D,
-                                  row_scores(h, t) + f);
-            }
+        grouped_rows queries;
+        auto dots = [&](const grouped_rows& g) {
+            vec::dot_rows_multi(g.in, g.n, keys + (g.f - b0) * K.step(), K.step(), g.l - g.f + 1, D, g.out);
+        };
+        for (int t = t0; t < t1; ++t) {
+            const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
+            if (f > l) continue;
+            for (int h = h0; h < h1; ++h) queries.add(f, l, q + (int64_t(t) * p.n_head + h) * D, row_scores(h, t) + f, dots);
+        }
+        queries.flush(dots);
     }
     for (int h = h0; h < h1; ++h)
         for (int t = t0; t < t1; ++t) {
@@ -128,13 +154,16 @@ inline void attend_group(const float* q, int t0, int t1, int h0, int h1, const h
     for (int b0 = lo; b0 <= hi; b0 += kKeyBlock) {
         const int b1 = std::min(hi, b0 + kKeyBlock - 1);
         const float* values = V.block(b0, b1);
-        for (int h = h0; h < h1; ++h)
-            for (int t = t0; t < t1; ++t) {
-                const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
-                if (f <= l)
-                    vec::weighted_sum_rows_add(row_scores(h, t) + f, values + (f - b0) * V.step(), V.step(), l - f + 1, D,
-                                               head_out(h, t));
-            }
+        grouped_rows outputs;
+        auto sum = [&](const grouped_rows& g) {
+            vec::weighted_sum_rows_add_multi(g.in, g.n, values + (g.f - b0) * V.step(), V.step(), g.l - g.f + 1, D, g.out);
+        };
+        for (int t = t0; t < t1; ++t) {
+            const int f = std::max(first_of(t), b0), l = std::min(last_of(t), b1);
+            if (f > l) continue;
+            for (int h = h0; h < h1; ++h) outputs.add(f, l, row_scores(h, t) + f, head_out(h, t), sum);
+        }
+        outputs.flush(sum);
     }
     for (int h = h0; h < h1; ++h)
         for (int t = t0; t < t1; ++t) {

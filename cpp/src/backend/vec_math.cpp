@@ -63,6 +63,16 @@ void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n
     }
 }
 
+void dot_rows_multi(const float* const* q, int n_q, const float* K, int64_t stride, int n_keys, int64_t n,
+                    float* const* out) {
+    for (int i = 0; i < n_q; ++i) dot_rows(q[i], K, stride, n_keys, n, out[i]);
+}
+
+void weighted_sum_rows_add_multi(const float* const* w, int n_o, const float* V, int64_t stride, int n_rows, int64_t n,
+                                 float* const* o) {
+    for (int i = 0; i < n_o; ++i) weighted_sum_rows_add(w[i], V, stride, n_rows, n, o[i]);
+}
+
 int64_t argmax_finite(const float* x, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -104,6 +114,16 @@ void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_row
 }
 void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
     SPECGEN_VEC_DISPATCH(weighted_sum_rows_add(w, V, stride, n_rows, n, o))
+}
+void dot_rows_multi(const float* const* q, int n_q, const float* K, int64_t stride, int n_keys, int64_t n,
+                    float* const* out) {
+    if (active_cpu_isa() == cpu_isa::scalar) return scalar::dot_rows_multi(q, n_q, K, stride, n_keys, n, out);
+    avx2::dot_rows_multi(q, n_q, K, stride, n_keys, n, out);
+}
+void weighted_sum_rows_add_multi(const float* const* w, int n_o, const float* V, int64_t stride, int n_rows, int64_t n,
+                                 float* const* o) {
+    if (active_cpu_isa() == cpu_isa::scalar) return scalar::weighted_sum_rows_add_multi(w, n_o, V, stride, n_rows, n, o);
+    avx2::weighted_sum_rows_add_multi(w, n_o, V, stride, n_rows, n, o);
 }
 int64_t argmax_finite(const float* x, int64_t n) { SPECGEN_VEC_DISPATCH(argmax_finite(x, n)) }
 void top_k(const float* x, int64_t n, int k, float* val, int32_t* idx) { SPECGEN_VEC_DISPATCH(top_k(x, n, k, val, idx)) }

@@ -134,6 +134,15 @@ void softcap_row(float* x, int64_t n, float c);
 void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out);
 void weighted_sum_rows(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o);
 void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o);
+// The same two for a group of queries that read the same cache rows (the query heads of one kv head,
+// the query rows of one work item), which then pass through registers and L1 once for all of them:
+// dot_rows_multi: out[i][j] = dot(q[i], K + j * stride) for i < n_q, each dot in dot_rows' order;
+// weighted_sum_rows_add_multi: o[i] continued over the rows with weights w[i], as weighted_sum_rows_add.
+// Each output has the bits the one-query kernel gives it.
+void dot_rows_multi(const float* const* q, int n_q, const float* K, int64_t stride, int n_keys, int64_t n,
+                    float* const* out);
+void weighted_sum_rows_add_multi(const float* const* w, int n_o, const float* V, int64_t stride, int n_rows, int64_t n,
+                                 float* const* o);
 
 // Index of the first maximum of x[0..n), n > 0, when every x[i] is finite or -inf; -1 when some x[i]
 // is NaN or +inf (the caller names it). Greedy decoding's argmax over the whole vocabulary.
@@ -176,6 +185,18 @@ SPECGEN_VEC_MATH_KERNELS(scalar)
 SPECGEN_VEC_MATH_KERNELS(avx2)
 SPECGEN_VEC_MATH_KERNELS(avx512)
 #undef SPECGEN_VEC_MATH_KERNELS
+// The grouped attention kernels have a scalar reference (the one-query kernels in a loop) and AVX2 tiles;
+// AVX-512 machines run the AVX2 tiles (same bits).
+#define SPECGEN_VEC_MULTI_KERNELS(ns)                                                                           \
+    namespace ns {                                                                                              \
+    void dot_rows_multi(const float* const* q, int n_q, const float* K, int64_t stride, int n_keys, int64_t n,  \
+                        float* const* out);                                                                     \
+    void weighted_sum_rows_add_multi(const float* const* w, int n_o, const float* V, int64_t stride, int n_rows, \
+                                     int64_t n, float* const* o);                                              \
+    }
+SPECGEN_VEC_MULTI_KERNELS(scalar)
+SPECGEN_VEC_MULTI_KERNELS(avx2)
+#undef SPECGEN_VEC_MULTI_KERNELS
 
 }  // namespace vec
 }  // namespace specgen

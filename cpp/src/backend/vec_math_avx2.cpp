@@ -5,6 +5,7 @@
 // must not be fused. Only called when the CPU allows.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/vec_math.h"
@@ -126,8 +127,11 @@ float exp_sub_sum(float* x, int64_t n, float sub) {
     return s;
 }
 
-// dot_rows: the scalar kernel's 8 partial sums of one key live in one ymm; 4 keys at a time keep four
-// independent add chains in flight.
+namespace {
+
+// dot_rows: the scalar kernel's 8 partial sums of one (query, key) pair live in one ymm. A tile of
+// NQ queries by 4 keys keeps 4 NQ independent add chains in flight, and each key vector loaded serves
+// every query of the tile.
 inline float combine8(__m256 acc) {
     // ((a0+a4) + (a1+a5)) + ((a2+a6) + (a3+a7)), as the scalar kernel.
     const __m128 b = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
@@ -140,31 +144,32 @@ inline float dot_tail(const float* q, const float* k, int64_t i, int64_t n, floa
     return s;
 }
 
-void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out) {
+// out[i][j0 + c] for queries i < NQ and keys j0 + c, c < 4.
+template <int NQ>
+inline void dot_tile(const float* const* q, const float* K, int64_t stride, int j0, int64_t n, float* const* out) {
     const int64_t n8 = n / 8 * 8;
-    int j = 0;
-    for (; j + 4 <= n_keys; j += 4) {
-        const float* k0 = K + j * stride;
-        const float *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t i = 0; i < n8; i += 8) {
-            const __m256 x = _mm256_loadu_ps(q + i);
-            a0 = _mm256_add_ps(a0, _mm256_mul_ps(x, _mm256_loadu_ps(k0 + i)));
-            a1 = _mm256_add_ps(a1, _mm256_mul_ps(x, _mm256_loadu_ps(k1 + i)));
-            a2 = _mm256_add_ps(a2, _mm256_mul_ps(x, _mm256_loadu_ps(k2 + i)));
-            a3 = _mm256_add_ps(a3, _mm256_mul_ps(x, _mm256_loadu_ps(k3 + i)));
+    const float* k[4];
+    for (int c = 0; c < 4; ++c) k[c] = K + (j0 + c) * stride;
+    __m256 acc[NQ][4];
+    for (int i = 0; i < NQ; ++i)
+        for (int c = 0; c < 4; ++c) acc[i][c] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < n8; d += 8) {
+        __m256 x[NQ];
+        for (int i = 0; i < NQ; ++i) x[i] = _mm256_loadu_ps(q[i] + d);
+        for (int c = 0; c < 4; ++c) {
+            const __m256 kc = _mm256_loadu_ps(k[c] + d);
+            for (int i = 0; i < NQ; ++i) acc[i][c] = _mm256_add_ps(acc[i][c], _mm256_mul_ps(x[i], kc));
         }
-        out[j] = dot_tail(q, k0, n8, n, combine8(a0));
-        out[j + 1] = dot_tail(q, k1, n8, n, combine8(a1));
-        out[j + 2] = dot_tail(q, k2, n8, n, combine8(a2));
-        out[j + 3] = dot_tail(q, k3, n8, n, combine8(a3));
     }
-    for (; j < n_keys; ++j) {
-        const float* k = K + j * stride;
-        __m256 a = _mm256_setzero_ps();
-        for (int64_t i = 0; i < n8; i += 8) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i)));
-        out[j] = dot_tail(q, k, n8, n, combine8(a));
-    }
+    for (int i = 0; i < NQ; ++i)
+        for (int c = 0; c < 4; ++c) out[i][j0 + c] = dot_tail(q[i], k[c], n8, n, combine8(acc[i][c]));
+}
+
+inline float dot_one(const float* q, const float* k, int64_t n) {
+    const int64_t n8 = n / 8 * 8;
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n8; i += 8) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i)));
+    return dot_tail(q, k, n8, n, combine8(a));
 }
 
 // weighted_sum_rows_add: NV vectors of outputs stay in registers while the rows stream past.
@@ -183,11 +188,73 @@ inline void weighted_block(const float* w, const float* V, int64_t stride, int n
     _mm256_maskstore_ps(o + 8 * (NV - 1), last, acc[NV - 1]);
 }
 
+// The grouped value sum: NO outputs by 16 columns [c, c + 16) in registers while the rows stream past,
+// each row's two vectors loaded once for all of them.
+template <int NO>
+inline void weighted_tile(const float* const* w, const float* V, int64_t stride, int n_rows, int64_t c, float* const* o) {
+    __m256 acc[NO][2];
+    for (int i = 0; i < NO; ++i) {
+        acc[i][0] = _mm256_loadu_ps(o[i] + c);
+        acc[i][1] = _mm256_loadu_ps(o[i] + c + 8);
+    }
+    for (int j = 0; j < n_rows; ++j) {
+        const float* v = V + j * stride + c;
+        const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+        for (int i = 0; i < NO; ++i) {
+            const __m256 wj = set1(w[i][j]);
+            acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_mul_ps(wj, v0));
+            acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_mul_ps(wj, v1));
+        }
+    }
+    for (int i = 0; i < NO; ++i) {
+        _mm256_storeu_ps(o[i] + c, acc[i][0]);
+        _mm256_storeu_ps(o[i] + c + 8, acc[i][1]);
+    }
+}
+
+}  // namespace
+
+void dot_rows_multi(const float* const* q, int n_q, const float* K, int64_t stride, int n_keys, int64_t n,
+                    float* const* out) {
+    int j = 0;
+    for (; j + 4 <= n_keys; j += 4) {
+        int i = 0;
+        for (; i + 2 <= n_q; i += 2) dot_tile<2>(q + i, K, stride, j, n, out + i);
+        if (i < n_q) dot_tile<1>(q + i, K, stride, j, n, out + i);
+    }
+    for (; j < n_keys; ++j)
+        for (int i = 0; i < n_q; ++i) out[i][j] = dot_one(q[i], K + j * stride, n);
+}
+
+void dot_rows(const float* q, const float* K, int64_t stride, int n_keys, int64_t n, float* out) {
+    dot_rows_multi(&q, 1, K, stride, n_keys, n, &out);
+}
+
 void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n_rows, int64_t n, float* o) {
     const __m256i all = _mm256_set1_epi32(-1);
     int64_t c = 0;
     for (; c + 64 <= n; c += 64) weighted_block<8>(w, V + c, stride, n_rows, o + c, all);
     for (; c < n; c += 8) weighted_block<1>(w, V + c, stride, n_rows, o + c, n - c >= 8 ? all : tail_mask(n - c));
+}
+
+void weighted_sum_rows_add_multi(const float* const* w, int n_o, const float* V, int64_t stride, int n_rows, int64_t n,
+                                 float* const* o) {
+    // Tiles of 4 outputs (8 accumulators), then 3 or 2; a single output takes the one-output kernel,
+    // whose 64 columns keep 8 chains in flight. Columns past the last whole 16 likewise.
+    const int64_t n16 = n / 16 * 16;
+    int i = 0;
+    for (; i + 1 < n_o; ) {
+        const int no = std::min(4, n_o - i);
+        for (int64_t c = 0; c < n16; c += 16) {
+            if (no == 4) weighted_tile<4>(w + i, V, stride, n_rows, c, o + i);
+            else if (no == 3) weighted_tile<3>(w + i, V, stride, n_rows, c, o + i);
+            else weighted_tile<2>(w + i, V, stride, n_rows, c, o + i);
+        }
+        if (n16 < n)
+            for (int k = i; k < i + no; ++k) weighted_sum_rows_add(w[k], V + n16, stride, n_rows, n - n16, o[k] + n16);
+        i += no;
+    }
+    if (i < n_o) weighted_sum_rows_add(w[i], V, stride, n_rows, n, o[i]);
 }
 
 // argmax_finite: the maximum and any NaN / +inf in one pass, then the first index holding it.
