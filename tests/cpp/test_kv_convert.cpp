@@ -1,7 +1,8 @@
 // KV cache row conversions (backend/kv_convert.h) against their scalar references on every ISA this
 // machine runs: f32 -> f16 / q8_0 bytes and f16 / q8_0 -> f32 floats must match bit for bit, on
 // random rows of several magnitudes plus half-precision edge values (subnormals, ties, overflow).
-// Also kv_cache::store / keys / values round trips for every type and the f32-only hand-over API.
+// Also kv_cache::store / keys / values round trips for every type, where store puts a kv head's
+// row (the head-major host layout), and the f32-only hand-over API.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -107,6 +108,24 @@ int main() {
         kv::from_float_ref(t, v.data(), q.data(), 3 * 128);
         kv::to_float_ref(t, q.data(), want.data(), 3 * 128);
         check(std::memcmp(vv + 4 * 128, want.data(), want.size() * sizeof(float)) == 0, "store/values " + std::string(ggml_type_name(t)));
+        // The bytes where attention reads them (attention_seq: k + hk * head_bytes + p * pos_bytes): in
+        // host memory each kv head's rows are one run (head-major).
+        check(c.head_major() && c.head_bytes_k() == 8 * ggml_row_size(t, 64) && c.pos_bytes_k() == ggml_row_size(t, 64),
+              "head-major host layout " + std::string(ggml_type_name(t)));
+        {
+            std::vector<uint8_t> head(ggml_row_size(t, 64));
+            bool ok = true;
+            for (int p = 0; p < 3; ++p)
+                for (int hk = 0; hk < 2; ++hk) {
+                    kv::from_float_ref(t, k.data() + p * 128 + hk * 64, head.data(), 64);
+                    ok &= std::memcmp(static_cast<const uint8_t*>(c.k_data(1, 2)) + hk * c.head_bytes_k() + (4 + p) * c.pos_bytes_k(),
+                                      head.data(), head.size()) == 0;
+                    kv::from_float_ref(t, v.data() + p * 128 + hk * 64, head.data(), 64);
+                    ok &= std::memcmp(static_cast<const uint8_t*>(c.v_data(1, 2)) + hk * c.head_bytes_v() + (4 + p) * c.pos_bytes_v(),
+                                      head.data(), head.size()) == 0;
+                }
+            check(ok, "stored bytes at head_bytes / pos_bytes " + std::string(ggml_type_name(t)));
+        }
         // copy_prefix to another sequence, then clear the source: the copy stays.
         c.copy_prefix(2, 0, 7);
         c.clear(2);

@@ -79,6 +79,10 @@ void backend::attention_batch(const float* q, const attention_seq* seqs, int n_s
         const attention_seq& s = seqs[i];
         if (s.type_k != ggml_type::F32 || s.type_v != ggml_type::F32)
             throw invalid_argument_error(std::string("the ") + name() + " backend attends over f32 KV caches only");
+        // attention() reads whole rows: [n_ctx][n_head_kv][head_dim] floats.
+        const size_t head = size_t(p.head_dim) * sizeof(float), row = size_t(p.n_head_kv) * head;
+        if (s.row_bytes_k != row || s.row_bytes_v != row || s.head_bytes_k != head || s.head_bytes_v != head)
+            throw invalid_argument_error(std::string("the ") + name() + " backend attends over whole-row KV caches only");
         attention(q + s.row0 * Q, static_cast<const float*>(s.k), static_cast<const float*>(s.v), s.n_rows,
                   pos + s.row0, s.n_kv, p, out + s.row0 * Q);
     }

@@ -83,12 +83,14 @@ struct attention_params {
 
 // One sequence's part of backend::attention_batch: its query rows [row0, row0 + n_rows) of q, pos
 // and out, over its own cache rows [0, n_kv) of n_head_kv * head_dim elements stored as F32, F16 or
-// Q8_0 (row_bytes_k / row_bytes_v bytes per row; backend memory).
+// Q8_0 (backend memory): kv head hk's elements of row p start at k + hk * head_bytes_k + p * row_bytes_k
+// (model/kv_cache.h: head-major in host memory, whole rows in device memory).
 struct attention_seq {
     const void* k = nullptr;
     const void* v = nullptr;
     ggml_type type_k = ggml_type::F32, type_v = ggml_type::F32;
-    size_t row_bytes_k = 0, row_bytes_v = 0;
+    size_t row_bytes_k = 0, row_bytes_v = 0;    // from one position to the next, within a kv head
+    size_t head_bytes_k = 0, head_bytes_v = 0;  // from one kv head to the next
     int row0 = 0, n_rows = 0, n_kv = 0;
 };
 

@@ -63,27 +63,27 @@ constexpr int kKeyBlock = 128;
 // The conversion is exact, so both give the same floats.
 class head_rows {
 public:
-    // f32 cache: kv head hk's elements of row 0 at f32, rows `stride` floats apart.
-    head_rows(const float* f32, int64_t stride) : f32_(f32), step_(stride) {}
-    // Any cache type: kv head hk of rows `row_bytes` apart from `cache`, converted into scratch.
-    head_rows(const void* cache, ggml_type type, size_t row_bytes, int hk, int D, float* scratch)
-        : base_(static_cast<const uint8_t*>(cache) + ggml_row_size(type, int64_t(hk) * D)), type_(type),
-          row_bytes_(row_bytes), scratch_(scratch), step_(D) {}
+    // The kv head's row 0 at `head` in the cache, rows `row_bytes` apart, in the cache's type.
+    head_rows(const void* head, ggml_type type, size_t row_bytes, int D, float* scratch)
+        : base_(static_cast<const uint8_t*>(head)), type_(type), row_bytes_(row_bytes), scratch_(scratch),
+          step_(type == ggml_type::F32 ? int64_t(row_bytes / sizeof(float)) : D), D_(D) {}
+    // f32 rows of a float array, `stride` floats apart (backend::attention's whole-row caches).
+    head_rows(const float* head, int64_t stride, int D) : head_rows(head, ggml_type::F32, size_t(stride) * sizeof(float), D, nullptr) {}
     // Rows [b0, b1] (at most kKeyBlock of them) as floats: row j at the result + (j - b0) * step().
     const float* block(int b0, int b1) const {
-        if (f32_) return f32_ + b0 * step_;
-        for (int j = b0; j <= b1; ++j) kv::to_float(type_, base_ + size_t(j) * row_bytes_, scratch_ + (j - b0) * step_, step_);
+        if (type_ == ggml_type::F32) return reinterpret_cast<const float*>(base_ + size_t(b0) * row_bytes_);
+        for (int j = b0; j <= b1; ++j) kv::to_float(type_, base_ + size_t(j) * row_bytes_, scratch_ + (j - b0) * step_, D_);
         return scratch_;
     }
     int64_t step() const { return step_; }
 
 private:
-    const float* f32_ = nullptr;
-    const uint8_t* base_ = nullptr;
-    ggml_type type_ = ggml_type::F32;
-    size_t row_bytes_ = 0;
-    float* scratch_ = nullptr;
+    const uint8_t* base_;
+    ggml_type type_;
+    size_t row_bytes_;
+    float* scratch_;
     int64_t step_;
+    int D_;
 };
 
 // The (query, output) pairs of one block that read the same cache rows [f, l], handed to a grouped kernel
@@ -319,8 +319,8 @@ public:
             for (int64_t i = i0; i < i1; ++i) {
                 const int t = int(i / p.n_head), h = int(i % p.n_head), hk = h / (p.n_head / p.n_head_kv);
                 float* sc = scores_[thread].data();  // the row's sum, then its scores
-                attend_group(q, t, t + 1, h, h + 1, head_rows(k_cache + hk * p.head_dim, kv_stride),
-                             head_rows(v_cache + hk * p.head_dim, kv_stride), pos, n_kv, p, sc + 1, sc, out);
+                attend_group(q, t, t + 1, h, h + 1, head_rows(k_cache + hk * p.head_dim, kv_stride, p.head_dim),
+                             head_rows(v_cache + hk * p.head_dim, kv_stride, p.head_dim), pos, n_kv, p, sc + 1, sc, out);
             }
         });
     }
@@ -353,11 +353,9 @@ public:
         for (auto& sc : scores_) if (sc.size() < need) sc.resize(need);
         for (auto* tmp : {&attn_k_tmp_, &attn_v_tmp_})
             for (auto& t : *tmp) if (t.size() < size_t(kKeyBlock) * D) t.resize(size_t(kKeyBlock) * D);
-        const int64_t kv_stride = int64_t(p.n_head_kv) * D;
-        // A kv head's rows of one cache tensor: in place when f32, else converted into `scratch`.
-        auto rows_of = [&](const void* cache, ggml_type type, size_t row_bytes, int hk, float* scratch) {
-            return type == ggml_type::F32 ? head_rows(static_cast<const float*>(cache) + hk * D, kv_stride)
-                                          : head_rows(cache, type, row_bytes, hk, D, scratch);
+        // A kv head's rows of one cache tensor, read in place (f32) or converted into `scratch`.
+        auto rows_of = [&](const void* cache, ggml_type type, size_t row_bytes, size_t head_bytes, int hk, float* scratch) {
+            return head_rows(static_cast<const uint8_t*>(cache) + size_t(hk) * head_bytes, type, row_bytes, D, scratch);
         };
         pool_.parallel_for(int64_t(attn_items_.size()), [&](int thread, int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i) {
@@ -365,8 +363,8 @@ public:
                 const attention_seq& sq = seqs[it.seq];
                 const int hk = it.h0 / group;
                 const int32_t* sp = pos + sq.row0;
-                const head_rows K = rows_of(sq.k, sq.type_k, sq.row_bytes_k, hk, attn_k_tmp_[thread].data());
-                const head_rows V = rows_of(sq.v, sq.type_v, sq.row_bytes_v, hk, attn_v_tmp_[thread].data());
+                const head_rows K = rows_of(sq.k, sq.type_k, sq.row_bytes_k, sq.head_bytes_k, hk, attn_k_tmp_[thread].data());
+                const head_rows V = rows_of(sq.v, sq.type_v, sq.row_bytes_v, sq.head_bytes_v, hk, attn_v_tmp_[thread].data());
                 float* sc = scores_[thread].data();
                 attend_group(q + sq.row0 * int64_t(p.n_head) * D, it.r0, it.r1, it.h0, it.h1, K, V, sp, sq.n_kv, p, sc + sums,
                              sc, out + sq.row0 * int64_t(p.n_head) * D);

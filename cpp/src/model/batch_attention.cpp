@@ -14,8 +14,10 @@ void batch_attention::run(backend& be, kv_cache& cache, const batch& b, int il, 
         s.v = cache.v_data(il, e.seq);
         s.type_k = cache.type_k();
         s.type_v = cache.type_v();
-        s.row_bytes_k = cache.row_bytes_k();
-        s.row_bytes_v = cache.row_bytes_v();
+        s.row_bytes_k = cache.pos_bytes_k();
+        s.row_bytes_v = cache.pos_bytes_v();
+        s.head_bytes_k = cache.head_bytes_k();
+        s.head_bytes_v = cache.head_bytes_v();
         s.row0 = e.row0;
         s.n_rows = e.n;
         s.n_kv = e.pos0 + e.n;

@@ -20,7 +20,7 @@ bool kv_cache_type_supported(ggml_type t) {
 
 kv_cache::kv_cache(const hparams& hp, int n_ctx, int n_seq, ggml_type type_k, ggml_type type_v)
     : n_ctx_(n_ctx), n_seq_(n_seq), n_layer_(hp.n_layer), type_k_(type_k), type_v_(type_v),
-      row_elems_(int64_t(hp.n_head_kv) * hp.head_dim) {
+      row_elems_(int64_t(hp.n_head_kv) * hp.head_dim), head_dim_(hp.head_dim), n_head_kv_(hp.n_head_kv) {
     if (n_ctx <= 0) throw invalid_argument_error("n_ctx must be positive, got " + std::to_string(n_ctx));
     if (n_seq <= 0) throw invalid_argument_error("n_seq must be positive, got " + std::to_string(n_seq));
     for (ggml_type t : {type_k, type_v}) {
@@ -32,6 +32,8 @@ kv_cache::kv_cache(const hparams& hp, int n_ctx, int n_seq, ggml_type type_k, gg
     }
     row_bytes_k_ = ggml_row_size(type_k, row_elems_);
     row_bytes_v_ = ggml_row_size(type_v, row_elems_);
+    head_row_bytes_k_ = ggml_row_size(type_k, head_dim_);
+    head_row_bytes_v_ = ggml_row_size(type_v, head_dim_);
     seq_bytes_ = size_t(n_layer_) * (layer_bytes_k() + layer_bytes_v());
 }
 
@@ -48,6 +50,7 @@ void kv_cache::allocate(backend& be) {
     auto buf = std::make_unique<backend_buffer<uint8_t>>(be);
     buf->reserve(bytes());
     kv_ = std::move(buf);
+    head_major_ = be.host_memory();
 }
 
 void kv_cache::check_seq(int seq, const char* what) const {
@@ -68,16 +71,14 @@ uint8_t* kv_cache::base(int seq) const {
     return const_cast<uint8_t*>(kv_->data()) + size_t(seq) * seq_bytes_;
 }
 
-float* kv_cache::k(int il, int seq) {
-    if (type_k_ != ggml_type::F32)
-        throw invalid_argument_error(std::string("keys of a ") + ggml_type_name(type_k_) + " KV cache are not float rows");
-    return static_cast<float*>(k_data(il, seq));
+uint8_t* kv_cache::k_at(int il, int seq, int hk, int pos) const {
+    return static_cast<uint8_t*>(const_cast<kv_cache*>(this)->k_data(il, seq)) + size_t(hk) * head_bytes_k() +
+           size_t(pos) * pos_bytes_k();
 }
 
-float* kv_cache::v(int il, int seq) {
-    if (type_v_ != ggml_type::F32)
-        throw invalid_argument_error(std::string("values of a ") + ggml_type_name(type_v_) + " KV cache are not float rows");
-    return static_cast<float*>(v_data(il, seq));
+uint8_t* kv_cache::v_at(int il, int seq, int hk, int pos) const {
+    return static_cast<uint8_t*>(const_cast<kv_cache*>(this)->v_data(il, seq)) + size_t(hk) * head_bytes_v() +
+           size_t(pos) * pos_bytes_v();
 }
 
 void kv_cache::clear(int seq) {
@@ -107,12 +108,14 @@ void kv_cache::copy_rows_from(const kv_cache& src, int src_seq, int dst_seq, int
         throw invalid_argument_error("KV rows can be copied only between allocated caches of one backend");
     if (n == 0 || (&src == this && src_seq == dst_seq)) return;
     backend& be = kv_->owner();
-    for (int il = 0; il < n_layer_; ++il) {
-        be.copy(static_cast<uint8_t*>(k_data(il, dst_seq)) + size_t(pos0) * row_bytes_k_,
-                static_cast<const uint8_t*>(src.k_data(il, src_seq)) + size_t(pos0) * row_bytes_k_, size_t(n) * row_bytes_k_);
-        be.copy(static_cast<uint8_t*>(v_data(il, dst_seq)) + size_t(pos0) * row_bytes_v_,
-                static_cast<const uint8_t*>(src.v_data(il, src_seq)) + size_t(pos0) * row_bytes_v_, size_t(n) * row_bytes_v_);
-    }
+    // Rows pos0.. of one kv head are contiguous in a head-major layer (one backend: both caches have it),
+    // of all heads in a whole-row one.
+    const int spans = head_major_ ? n_head_kv_ : 1;
+    for (int il = 0; il < n_layer_; ++il)
+        for (int hk = 0; hk < spans; ++hk) {
+            be.copy(k_at(il, dst_seq, hk, pos0), src.k_at(il, src_seq, hk, pos0), size_t(n) * pos_bytes_k());
+            be.copy(v_at(il, dst_seq, hk, pos0), src.v_at(il, src_seq, hk, pos0), size_t(n) * pos_bytes_v());
+        }
 }
 
 void kv_cache::check_host_f32(const char* what) const {
@@ -127,51 +130,69 @@ void kv_cache::check_host_f32(const char* what) const {
 void kv_cache::read_rows(int pos0, int n, float* out, int seq) const {
     check_host_f32("read_rows");
     check_rows(pos0, n, "read_rows");
-    const size_t span = size_t(n) * row_floats();
-    for (int il = 0; il < n_layer_; ++il) {
-        std::memcpy(out + size_t(il) * span, static_cast<const float*>(k_data(il, seq)) + size_t(pos0) * row_floats(),
-                    span * sizeof(float));
-        std::memcpy(out + size_t(n_layer_ + il) * span,
-                    static_cast<const float*>(v_data(il, seq)) + size_t(pos0) * row_floats(), span * sizeof(float));
-    }
+    const size_t span = size_t(n) * row_floats(), head = size_t(head_dim_) * sizeof(float);
+    for (int il = 0; il < n_layer_; ++il)
+        for (int t = 0; t < n; ++t)
+            for (int hk = 0; hk < n_head_kv_; ++hk) {
+                const size_t at = size_t(t) * row_floats() + size_t(hk) * head_dim_;
+                std::memcpy(out + size_t(il) * span + at, k_at(il, seq, hk, pos0 + t), head);
+                std::memcpy(out + size_t(n_layer_ + il) * span + at, v_at(il, seq, hk, pos0 + t), head);
+            }
 }
 
 void kv_cache::write_rows(int pos0, int n, const float* in, int seq) {
     check_host_f32("write_rows");
     check_rows(pos0, n, "write_rows");
-    const size_t span = size_t(n) * row_floats();
-    for (int il = 0; il < n_layer_; ++il) {
-        std::memcpy(static_cast<float*>(k_data(il, seq)) + size_t(pos0) * row_floats(), in + size_t(il) * span,
-                    span * sizeof(float));
-        std::memcpy(static_cast<float*>(v_data(il, seq)) + size_t(pos0) * row_floats(),
-                    in + size_t(n_layer_ + il) * span, span * sizeof(float));
-    }
+    const size_t span = size_t(n) * row_floats(), head = size_t(head_dim_) * sizeof(float);
+    for (int il = 0; il < n_layer_; ++il)
+        for (int t = 0; t < n; ++t)
+            for (int hk = 0; hk < n_head_kv_; ++hk) {
+                const size_t at = size_t(t) * row_floats() + size_t(hk) * head_dim_;
+                std::memcpy(k_at(il, seq, hk, pos0 + t), in + size_t(il) * span + at, head);
+                std::memcpy(v_at(il, seq, hk, pos0 + t), in + size_t(n_layer_ + il) * span + at, head);
+            }
 }
 
 void kv_cache::store(backend& be, int il, int seq, int pos0, int n, const float* k_rows, const float* v_rows) {
     check_rows(pos0, n, "store KV rows");
-    uint8_t* kd = static_cast<uint8_t*>(k_data(il, seq)) + size_t(pos0) * row_bytes_k_;
-    uint8_t* vd = static_cast<uint8_t*>(v_data(il, seq)) + size_t(pos0) * row_bytes_v_;
-    // f32: a backend copy (device memory on CUDA); other types are host memory (allocate() checks).
-    if (type_k_ == ggml_type::F32) be.copy(kd, k_rows, size_t(n) * row_bytes_k_);
-    else for (int t = 0; t < n; ++t) kv::from_float(type_k_, k_rows + t * row_elems_, kd + t * row_bytes_k_, row_elems_);
-    if (type_v_ == ggml_type::F32) be.copy(vd, v_rows, size_t(n) * row_bytes_v_);
-    else for (int t = 0; t < n; ++t) kv::from_float(type_v_, v_rows + t * row_elems_, vd + t * row_bytes_v_, row_elems_);
+    if (!head_major_) {
+        // Whole rows: f32 is a backend copy (device memory on CUDA); other types are host memory (allocate() checks).
+        uint8_t* kd = k_at(il, seq, 0, pos0);
+        uint8_t* vd = v_at(il, seq, 0, pos0);
+        if (type_k_ == ggml_type::F32) be.copy(kd, k_rows, size_t(n) * row_bytes_k_);
+        else for (int t = 0; t < n; ++t) kv::from_float(type_k_, k_rows + t * row_elems_, kd + t * row_bytes_k_, row_elems_);
+        if (type_v_ == ggml_type::F32) be.copy(vd, v_rows, size_t(n) * row_bytes_v_);
+        else for (int t = 0; t < n; ++t) kv::from_float(type_v_, v_rows + t * row_elems_, vd + t * row_bytes_v_, row_elems_);
+        return;
+    }
+    // Head-major (host memory): each row's kv heads go to their own runs of rows.
+    for (int t = 0; t < n; ++t)
+        for (int hk = 0; hk < n_head_kv_; ++hk) {
+            const int64_t at = t * row_elems_ + int64_t(hk) * head_dim_;
+            kv::from_float(type_k_, k_rows + at, k_at(il, seq, hk, pos0 + t), head_dim_);
+            kv::from_float(type_v_, v_rows + at, v_at(il, seq, hk, pos0 + t), head_dim_);
+        }
+}
+
+// Rows [first, end) of one layer's K or V (through `at`, kv_cache::k_at / v_at) as float rows.
+template <class At>
+static void rows_as_float(ggml_type type, int n_head_kv, int head_dim, int first, int end, At&& at, float* dst) {
+    for (int p = first; p < end; ++p)
+        for (int hk = 0; hk < n_head_kv; ++hk)
+            kv::to_float(type, at(hk, p), dst + (int64_t(p) * n_head_kv + hk) * head_dim, head_dim);
 }
 
 const float* kv_cache::keys(int il, int seq, int first, int end, float* k_tmp) {
-    if (type_k_ == ggml_type::F32) return static_cast<const float*>(k_data(il, seq));
+    if (type_k_ == ggml_type::F32 && !head_major_) return static_cast<const float*>(k_data(il, seq));
     check_rows(first, end - first, "read keys");
-    kv::to_float(type_k_, static_cast<const uint8_t*>(k_data(il, seq)) + size_t(first) * row_bytes_k_,
-                 k_tmp + size_t(first) * row_elems_, int64_t(end - first) * row_elems_);
+    rows_as_float(type_k_, n_head_kv_, head_dim_, first, end, [&](int hk, int p) { return k_at(il, seq, hk, p); }, k_tmp);
     return k_tmp;
 }
 
 const float* kv_cache::values(int il, int seq, int first, int end, float* v_tmp) {
-    if (type_v_ == ggml_type::F32) return static_cast<const float*>(v_data(il, seq));
+    if (type_v_ == ggml_type::F32 && !head_major_) return static_cast<const float*>(v_data(il, seq));
     check_rows(first, end - first, "read values");
-    kv::to_float(type_v_, static_cast<const uint8_t*>(v_data(il, seq)) + size_t(first) * row_bytes_v_,
-                 v_tmp + size_t(first) * row_elems_, int64_t(end - first) * row_elems_);
+    rows_as_float(type_v_, n_head_kv_, head_dim_, first, end, [&](int hk, int p) { return v_at(il, seq, hk, p); }, v_tmp);
     return v_tmp;
 }
 

@@ -5,7 +5,11 @@
 //
 // Layout (backend memory, one block per sequence so a sequence's state is contiguous):
 //   sequence s: [K of layer 0 .. n_layer-1][V of layer 0 .. n_layer-1], each layer n_ctx rows of
-//   row_bytes_k() / row_bytes_v() bytes (n_head_kv * head_dim elements in the cache's type).
+//   n_head_kv * head_dim elements in the cache's type. In host memory (the CPU backend) a layer holds
+//   each kv head's n_ctx rows together ([n_head_kv][n_ctx][head_dim], "head-major"): attention gives a
+//   thread one kv head, and a thread that streams whole rows reads the cache ~2.5x faster than one that
+//   takes every other half of a row (docs/bench/kv-head-major-2026-12-07.md). Device memory (CUDA)
+//   keeps the rows whole ([n_ctx][n_head_kv][head_dim]), as its attention kernel reads them.
 // A row is converted to its type once, when written (kv_convert.h); attention reads it back as
 // float, so a sequence's results depend only on its own rows (batch invariance).
 #pragma once
@@ -44,8 +48,15 @@ public:
     ggml_type type_k() const { return type_k_; }
     ggml_type type_v() const { return type_v_; }
     int64_t row_elements() const { return row_elems_; }  // n_head_kv * head_dim
-    size_t row_bytes_k() const { return row_bytes_k_; }
+    size_t row_bytes_k() const { return row_bytes_k_; }     // one position's keys, every kv head
     size_t row_bytes_v() const { return row_bytes_v_; }
+    // Where kv head hk's element 0 of row p of a layer lies: k_data(il) + hk * head_bytes_k() +
+    // p * pos_bytes_k() (the layout above; fixed once allocate() knows the backend's memory).
+    bool head_major() const { return head_major_; }
+    size_t head_bytes_k() const { return head_major_ ? size_t(n_ctx_) * head_row_bytes_k_ : head_row_bytes_k_; }
+    size_t head_bytes_v() const { return head_major_ ? size_t(n_ctx_) * head_row_bytes_v_ : head_row_bytes_v_; }
+    size_t pos_bytes_k() const { return head_major_ ? head_row_bytes_k_ : row_bytes_k_; }
+    size_t pos_bytes_v() const { return head_major_ ? head_row_bytes_v_ : row_bytes_v_; }
     size_t bytes_per_sequence() const { return seq_bytes_; }  // K and V of every layer, n_ctx rows
     size_t bytes() const { return seq_bytes_ * size_t(n_seq_); }
 
@@ -54,9 +65,6 @@ public:
     void* v_data(int il, int seq = 0) { return base(seq) + size_t(n_layer_) * layer_bytes_k() + size_t(il) * layer_bytes_v(); }
     const void* k_data(int il, int seq = 0) const { return const_cast<kv_cache*>(this)->k_data(il, seq); }
     const void* v_data(int il, int seq = 0) const { return const_cast<kv_cache*>(this)->v_data(il, seq); }
-    // The same as float arrays [n_ctx, row_elements()]: f32 caches only (invalid_argument_error else).
-    float* k(int il, int seq = 0);
-    float* v(int il, int seq = 0);
 
     // Zero-fills sequence seq's region (a freed slot; positions are the caller's truth either way).
     void clear(int seq);
@@ -79,9 +87,9 @@ public:
     // Writes float rows k_rows, v_rows ([n, row_elements()], backend memory) as rows pos0.. of layer
     // il of sequence seq, converting to the cache's types.
     void store(backend& be, int il, int seq, int pos0, int n, const float* k_rows, const float* v_rows);
-    // Rows [first, end) of layer il of sequence seq as floats: the cache itself for f32, else
-    // converted into k_tmp / v_tmp (host memory of at least end * row_elements() floats; rows below
-    // `first` are left untouched). Returned pointers index rows from 0, as the backend's attention expects.
+    // Rows [first, end) of layer il of sequence seq as float rows [n_ctx][row_elements()]: the cache
+    // itself for a whole-row f32 cache, else converted into k_tmp / v_tmp (host memory of at least
+    // end * row_elements() floats; rows below `first` are left untouched). Returned pointers index rows from 0.
     const float* keys(int il, int seq, int first, int end, float* k_tmp);
     const float* values(int il, int seq, int first, int end, float* v_tmp);
 
@@ -90,13 +98,19 @@ private:
     void check_seq(int seq, const char* what) const;
     void check_rows(int pos0, int n, const char* what) const;
     void check_host_f32(const char* what) const;
+    // Kv head hk's element 0 of row pos of layer il (the layout above).
+    uint8_t* k_at(int il, int seq, int hk, int pos) const;
+    uint8_t* v_at(int il, int seq, int hk, int pos) const;
     size_t layer_bytes_k() const { return size_t(n_ctx_) * row_bytes_k_; }
     size_t layer_bytes_v() const { return size_t(n_ctx_) * row_bytes_v_; }
 
     int n_ctx_, n_seq_, n_layer_;
     ggml_type type_k_, type_v_;
     int64_t row_elems_;
+    int head_dim_, n_head_kv_;
     size_t row_bytes_k_, row_bytes_v_, seq_bytes_;
+    size_t head_row_bytes_k_, head_row_bytes_v_;  // head_dim elements of one kv head
+    bool head_major_ = false;
     std::unique_ptr<backend_buffer<uint8_t>> kv_;
 };
 
