@@ -188,28 +188,24 @@ inline void weighted_block(const float* w, const float* V, int64_t stride, int n
     _mm256_maskstore_ps(o + 8 * (NV - 1), last, acc[NV - 1]);
 }
 
-// The grouped value sum: NO outputs by 16 columns [c, c + 16) in registers while the rows stream past,
-// each row's two vectors loaded once for all of them.
-template <int NO>
+// The grouped value sum: NO outputs by NS vectors of columns [c, c + 8 NS) in registers while the rows
+// stream past, each row's vectors loaded once for all of them. NO NS = 8 keeps 8 add chains in flight.
+template <int NO, int NS>
 inline void weighted_tile(const float* const* w, const float* V, int64_t stride, int n_rows, int64_t c, float* const* o) {
-    __m256 acc[NO][2];
-    for (int i = 0; i < NO; ++i) {
-        acc[i][0] = _mm256_loadu_ps(o[i] + c);
-        acc[i][1] = _mm256_loadu_ps(o[i] + c + 8);
-    }
+    __m256 acc[NO][NS];
+    for (int i = 0; i < NO; ++i)
+        for (int s = 0; s < NS; ++s) acc[i][s] = _mm256_loadu_ps(o[i] + c + 8 * s);
     for (int j = 0; j < n_rows; ++j) {
         const float* v = V + j * stride + c;
-        const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+        __m256 vs[NS];
+        for (int s = 0; s < NS; ++s) vs[s] = _mm256_loadu_ps(v + 8 * s);
         for (int i = 0; i < NO; ++i) {
             const __m256 wj = set1(w[i][j]);
-            acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_mul_ps(wj, v0));
-            acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_mul_ps(wj, v1));
+            for (int s = 0; s < NS; ++s) acc[i][s] = _mm256_add_ps(acc[i][s], _mm256_mul_ps(wj, vs[s]));
         }
     }
-    for (int i = 0; i < NO; ++i) {
-        _mm256_storeu_ps(o[i] + c, acc[i][0]);
-        _mm256_storeu_ps(o[i] + c + 8, acc[i][1]);
-    }
+    for (int i = 0; i < NO; ++i)
+        for (int s = 0; s < NS; ++s) _mm256_storeu_ps(o[i] + c + 8 * s, acc[i][s]);
 }
 
 }  // namespace
@@ -237,24 +233,27 @@ void weighted_sum_rows_add(const float* w, const float* V, int64_t stride, int n
     for (; c < n; c += 8) weighted_block<1>(w, V + c, stride, n_rows, o + c, n - c >= 8 ? all : tail_mask(n - c));
 }
 
+namespace {
+// Outputs [0, NO) of the group over every column: whole tiles, then the last n % (8 NS) columns through
+// the one-output kernel.
+template <int NO, int NS>
+inline void weighted_outputs(const float* const* w, const float* V, int64_t stride, int n_rows, int64_t n, float* const* o) {
+    const int64_t whole = n / (8 * NS) * (8 * NS);
+    for (int64_t c = 0; c < whole; c += 8 * NS) weighted_tile<NO, NS>(w, V, stride, n_rows, c, o);
+    if (whole < n)
+        for (int i = 0; i < NO; ++i) weighted_sum_rows_add(w[i], V + whole, stride, n_rows, n - whole, o[i] + whole);
+}
+}  // namespace
+
 void weighted_sum_rows_add_multi(const float* const* w, int n_o, const float* V, int64_t stride, int n_rows, int64_t n,
                                  float* const* o) {
-    // Tiles of 4 outputs (8 accumulators), then 3 or 2; a single output takes the one-output kernel,
-    // whose 64 columns keep 8 chains in flight. Columns past the last whole 16 likewise.
-    const int64_t n16 = n / 16 * 16;
+    // Tiles of 4 outputs by 16 columns, the rest as 3 by 16 or 2 by 32 (6 or 8 accumulators); a single
+    // output takes the one-output kernel, whose 64 columns keep 8 chains in flight.
     int i = 0;
-    for (; i + 1 < n_o; ) {
-        const int no = std::min(4, n_o - i);
-        for (int64_t c = 0; c < n16; c += 16) {
-            if (no == 4) weighted_tile<4>(w + i, V, stride, n_rows, c, o + i);
-            else if (no == 3) weighted_tile<3>(w + i, V, stride, n_rows, c, o + i);
-            else weighted_tile<2>(w + i, V, stride, n_rows, c, o + i);
-        }
-        if (n16 < n)
-            for (int k = i; k < i + no; ++k) weighted_sum_rows_add(w[k], V + n16, stride, n_rows, n - n16, o[k] + n16);
-        i += no;
-    }
-    if (i < n_o) weighted_sum_rows_add(w[i], V, stride, n_rows, n, o[i]);
+    for (; i + 4 <= n_o; i += 4) weighted_outputs<4, 2>(w + i, V, stride, n_rows, n, o + i);
+    if (n_o - i == 3) weighted_outputs<3, 2>(w + i, V, stride, n_rows, n, o + i);
+    else if (n_o - i == 2) weighted_outputs<2, 4>(w + i, V, stride, n_rows, n, o + i);
+    else if (n_o - i == 1) weighted_sum_rows_add(w[i], V, stride, n_rows, n, o[i]);
 }
 
 // argmax_finite: the maximum and any NaN / +inf in one pass, then the first index holding it.
